@@ -1,0 +1,103 @@
+#include "config/config.h"
+
+#include "collectors/collector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+namespace ibfabric {
+namespace {
+
+const std::vector<std::string> kLogLevels = {"trace", "debug",    "info", "warn",
+                                             "error", "critical", "off"};
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    std::ostringstream out;
+    out << source << ':' << e.mark.line + 1 << ':' << e.mark.column + 1
+        << ": not valid YAML: " << e.msg;
+    throw ConfigError(out.str());
+  }
+}
+
+}  // namespace
+
+std::string check_listen_address(const std::string& address) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos) return "expected HOST:PORT, [IPv6]:PORT or :PORT";
+  std::string host = address.substr(0, colon);
+  std::string port = address.substr(colon + 1);
+  unsigned value = 0;
+  auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
+  if (port.empty() || ec != std::errc() || ptr != port.data() + port.size() || value > 65535) {
+    return "expected a port number from 0 to 65535 after the last ':', got \"" + port + "\"";
+  }
+  if (host.find(':') != std::string::npos && !(host.starts_with('[') && host.ends_with(']'))) {
+    return "an IPv6 host must be written in brackets, as [::1]:PORT";
+  }
+  return "";
+}
+
+DaemonConfig parse_config(const std::string& text, const std::string& source) {
+  DaemonConfig config;
+  config.source = source;
+  YAML::Node root = parse_yaml(text, source);
+  ConfigSection top(root, source, "");
+
+  config.log_level = top.get_enum("log_level", config.log_level, kLogLevels);
+  config.sysfs_root = top.get_string("sysfs_root", config.sysfs_root);
+  if (auto web = top.get_section("web")) {
+    config.listen_address = web->get_string("listen_address", config.listen_address);
+    if (auto error = check_listen_address(config.listen_address); !error.empty()) {
+      web->fail("listen_address", error);
+    }
+    web->finish();
+  }
+  config.mad = top.get_section("mad");
+
+  std::optional<ConfigSection> collectors = top.get_section("collectors");
+  if (collectors) {
+    for (const auto& name : collectors->keys()) {
+      if (!find_collector_spec(name)) {
+        std::string known;
+        for (const auto& spec : collector_specs())
+          known += (known.empty() ? "" : ", ") + std::string(spec.name);
+        collectors->fail(name, "unknown collector; known collectors: " + known);
+      }
+    }
+  }
+  for (const auto& spec : collector_specs()) {
+    std::string name(spec.name);
+    std::optional<ConfigSection> section =
+        collectors ? collectors->get_section(name) : std::nullopt;
+    if (!section) section.emplace(YAML::Node(), source, "collectors." + name);
+    CollectorConfig cc{name, spec.enabled_by_default, spec.default_interval, *section};
+    cc.enabled = cc.section.get_bool("enabled", spec.enabled_by_default);
+    cc.interval =
+        cc.section.get_duration("interval", spec.default_interval, std::chrono::milliseconds(100));
+    config.collectors.push_back(std::move(cc));
+  }
+  if (collectors) collectors->finish();
+  top.finish();
+  return config;
+}
+
+DaemonConfig load_config_file(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(path + ": cannot read the config file (" + std::strerror(errno) +
+                      "); check the path given with --config");
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), path);
+}
+
+}  // namespace ibfabric

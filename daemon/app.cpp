@@ -1,0 +1,198 @@
+#include "daemon/app.h"
+
+#include "ibfabric/version.h"
+
+#include <spdlog/spdlog.h>
+#include <systemd/sd-daemon.h>
+
+#include <csignal>
+#include <iostream>
+
+namespace ibfabric {
+
+App::App(Options options)
+    : options_(std::move(options)),
+      context_{io_, "/sys", [this] { return mad_engine_; }},
+      signals_(io_),
+      watchdog_(io_) {
+  live_metrics_.push_back(add_process_metrics);
+  live_metrics_.push_back(add_build_info);
+  live_metrics_.push_back([this](MetricsBuilder& out) {
+    out.counter("ibfabric_config_reloads_total", "Config reloads (SIGHUP) that were applied.", {},
+                static_cast<double>(reloads_));
+    out.counter("ibfabric_config_reload_failures_total",
+                "Config reloads rejected because the new config was invalid; the old one runs on.",
+                {}, static_cast<double>(reload_failures_));
+  });
+  live_metrics_.push_back([this](MetricsBuilder& out) {
+    if (!http_) return;
+    const auto& stats = http_->stats();
+    const char* help = "HTTP requests served by the metrics endpoint, by response code.";
+    out.counter("ibfabric_http_requests_total", help, {{"code", "200"}},
+                static_cast<double>(stats.ok));
+    out.counter("ibfabric_http_requests_total", help, {{"code", "400"}},
+                static_cast<double>(stats.bad_request));
+    out.counter("ibfabric_http_requests_total", help, {{"code", "404"}},
+                static_cast<double>(stats.not_found));
+    out.counter("ibfabric_http_requests_total", help, {{"code", "405"}},
+                static_cast<double>(stats.bad_method));
+    out.counter("ibfabric_http_connections_rejected_total",
+                "Connections closed at once because too many were open.", {},
+                static_cast<double>(stats.rejected));
+  });
+}
+
+App::~App() = default;
+
+DaemonConfig App::load_config() const {
+  DaemonConfig config = options_.config_file ? load_config_file(*options_.config_file)
+                                             : parse_config("", "<built-in defaults>");
+  if (options_.listen_address) config.listen_address = *options_.listen_address;
+  if (options_.sysfs_root) config.sysfs_root = *options_.sysfs_root;
+  if (options_.log_level) config.log_level = *options_.log_level;
+  for (auto& collector : config.collectors) {
+    if (auto it = options_.collector_enabled.find(collector.name);
+        it != options_.collector_enabled.end()) {
+      collector.enabled = it->second;
+    }
+  }
+  return config;
+}
+
+std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonConfig& config) {
+  context_.sysfs_root = config.sysfs_root;
+  std::vector<std::shared_ptr<CollectorRunner>> runners;
+  for (auto collector : config.collectors) {
+    const CollectorSpec* spec = find_collector_spec(collector.name);
+    // Disabled collectors' sections are validated too, so a typo never waits for the day
+    // someone enables it.
+    auto built = spec->create(context_, collector.section);
+    if (!collector.enabled) continue;
+    runners.push_back(std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
+                                                        std::move(built), store_));
+  }
+  return runners;
+}
+
+void App::apply_log_level(const std::string& level) {
+  spdlog::set_level(spdlog::level::from_str(level));
+}
+
+std::string App::render() { return render_text(store_.all(), live_metrics_); }
+
+int App::run() {
+  try {
+    config_ = load_config();
+    apply_log_level(config_.log_level);
+    auto runners = build_runners(config_);
+    if (options_.check_config) {
+      std::cout << config_.source << ": ok (" << runners.size() << " collectors enabled)\n";
+      return 0;
+    }
+    runners_ = std::move(runners);
+  } catch (const ConfigError& e) {
+    if (options_.check_config) {
+      std::cerr << e.what() << '\n';
+    } else {
+      spdlog::error("msg=\"invalid config\" error=\"{}\"", e.what());
+    }
+    return 2;
+  }
+  return options_.once ? run_once() : serve();
+}
+
+int App::run_once() {
+  std::size_t pending = runners_.size();
+  bool all_ok = true;
+  for (auto& runner : runners_) {
+    runner->run_once([&](bool success) {
+      all_ok = all_ok && success;
+      if (--pending == 0) io_.stop();
+    });
+  }
+  if (pending > 0) io_.run();
+  std::cout << render();
+  std::cout.flush();
+  return all_ok ? 0 : 1;
+}
+
+int App::serve() {
+  try {
+    http_ = std::make_unique<HttpServer>(io_, HttpServerOptions{config_.listen_address},
+                                         [this] { return render(); });
+  } catch (const std::exception& e) {
+    spdlog::critical("msg=\"cannot start the metrics endpoint\" error=\"{}\"", e.what());
+    return 1;
+  }
+  for (auto& runner : runners_) runner->start();
+  arm_signals();
+  std::uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
+    arm_watchdog(std::chrono::microseconds(watchdog_usec / 2));
+  }
+  spdlog::info("msg=\"listening\" address={} port={} version={} config=\"{}\" collectors={}",
+               config_.listen_address, http_->port(), kVersion, config_.source, runners_.size());
+  sd_notify(0, "READY=1");
+  io_.run();
+  spdlog::info("msg=\"stopped\"");
+  return 0;
+}
+
+void App::arm_signals() {
+  signals_.add(SIGTERM);
+  signals_.add(SIGINT);
+  signals_.add(SIGHUP);
+  signals_.async_wait([this](const boost::system::error_code& ec, int signal) {
+    if (ec) return;
+    if (signal == SIGHUP) {
+      reload();
+      arm_signals();
+      return;
+    }
+    spdlog::info("msg=\"stopping\" signal={}", signal == SIGTERM ? "SIGTERM" : "SIGINT");
+    sd_notify(0, "STOPPING=1");
+    for (auto& runner : runners_) runner->stop();
+    runners_.clear();
+    if (http_) http_->close();
+    io_.stop();
+  });
+}
+
+void App::reload() {
+  sd_notify(0, "RELOADING=1");
+  try {
+    DaemonConfig next = load_config();
+    auto runners = build_runners(next);
+    if (next.listen_address != config_.listen_address) {
+      spdlog::warn(
+          "msg=\"web.listen_address changed; it applies after a restart\" current={} "
+          "new={}",
+          config_.listen_address, next.listen_address);
+    }
+    for (auto& runner : runners_) runner->stop();
+    runners_ = std::move(runners);
+    for (auto& runner : runners_) runner->start();
+    apply_log_level(next.log_level);
+    config_ = std::move(next);
+    ++reloads_;
+    spdlog::info("msg=\"config reloaded\" config=\"{}\" collectors={}", config_.source,
+                 runners_.size());
+  } catch (const ConfigError& e) {
+    ++reload_failures_;
+    context_.sysfs_root = config_.sysfs_root;
+    spdlog::error("msg=\"config reload rejected; the previous config keeps running\" error=\"{}\"",
+                  e.what());
+  }
+  sd_notify(0, "READY=1");
+}
+
+void App::arm_watchdog(std::chrono::microseconds period) {
+  // Pinged from the loop itself, so a stuck loop is what systemd sees and restarts.
+  sd_notify(0, "WATCHDOG=1");
+  watchdog_.expires_after(period);
+  watchdog_.async_wait([this, period](const boost::system::error_code& ec) {
+    if (!ec) arm_watchdog(period);
+  });
+}
+
+}  // namespace ibfabric

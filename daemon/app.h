@@ -1,0 +1,60 @@
+#pragma once
+// The daemon: config, collectors on their timers, the HTTP endpoint, signals and systemd.
+
+#include "config/config.h"
+#include "daemon/collector_runner.h"
+#include "daemon/options.h"
+#include "daemon/snapshot_store.h"
+#include "exporters/prometheus/http_server.h"
+#include "exporters/prometheus/render.h"
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <memory>
+#include <vector>
+
+namespace ibfabric {
+
+namespace mad {
+class Engine;
+}
+
+class App {
+ public:
+  explicit App(Options options);
+  ~App();
+
+  // Exit codes: 0 ok, 1 a collector failed (--once) or runtime error, 2 bad flags or config.
+  int run();
+
+ private:
+  DaemonConfig load_config() const;  // the file (or defaults) with the flags applied
+  // Builds every enabled collector from `config`; throws ConfigError.
+  std::vector<std::shared_ptr<CollectorRunner>> build_runners(const DaemonConfig& config);
+  std::string render();
+  void apply_log_level(const std::string& level);
+
+  int check_config();
+  int run_once();
+  int serve();
+  void reload();
+  void arm_signals();
+  void arm_watchdog(std::chrono::microseconds period);
+
+  Options options_;
+  boost::asio::io_context io_;
+  SnapshotStore store_;
+  CollectorContext context_;
+  std::shared_ptr<mad::Engine> mad_engine_;
+  std::vector<std::shared_ptr<CollectorRunner>> runners_;
+  std::vector<LiveMetrics> live_metrics_;
+  std::unique_ptr<HttpServer> http_;
+  DaemonConfig config_;
+  boost::asio::signal_set signals_;
+  boost::asio::steady_timer watchdog_;
+  std::uint64_t reloads_ = 0, reload_failures_ = 0;
+};
+
+}  // namespace ibfabric

@@ -1,0 +1,26 @@
+#pragma once
+// The latest snapshot of every collector. Collectors swap theirs in whole; a scrape copies the
+// pointers and renders, so it never sees a half-written snapshot and never waits on a collector.
+
+#include "collectors/metrics.h"
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ibfabric {
+
+class SnapshotStore {
+ public:
+  void publish(const std::string& collector, SnapshotPtr snapshot);
+  void remove(const std::string& collector);
+  // In the order collectors first published.
+  std::vector<SnapshotPtr> all() const;
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::pair<std::string, SnapshotPtr>> entries_;
+};
+
+}  // namespace ibfabric

@@ -1,0 +1,193 @@
+"""Helpers shared by the end-to-end and integration tests: run the built daemon, scrape it,
+parse the exposition text. Standard library only."""
+
+import math
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+from dataclasses import dataclass, field
+
+
+def ibfabricd_path():
+    return os.environ["IBFABRICD"]
+
+
+def source_dir():
+    return os.environ["IBFABRIC_SOURCE_DIR"]
+
+
+def fixture(*parts):
+    return os.path.join(source_dir(), "tests", "fixtures", *parts)
+
+
+@dataclass
+class Sample:
+    name: str
+    labels: dict = field(default_factory=dict)
+    value: float = 0.0
+
+
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)(\s+\d+)?$')
+_LABEL = re.compile(r'\s*([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"\s*,?')
+
+
+def _unescape(value):
+    return value.replace('\\"', '"').replace("\\n", "\n").replace("\\\\", "\\")
+
+
+def _parse_value(text):
+    if text in ("+Inf", "Inf"):
+        return math.inf
+    if text == "-Inf":
+        return -math.inf
+    return float(text)
+
+
+def parse_exposition(text):
+    """Parses Prometheus text format 0.0.4 into samples; raises ValueError on a bad line."""
+    samples = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        match = _SAMPLE.match(line)
+        if not match:
+            raise ValueError(f"line {number}: not a sample: {line!r}")
+        labels = {}
+        body = match.group(3) or ""
+        pos = 0
+        while pos < len(body):
+            label = _LABEL.match(body, pos)
+            if not label:
+                raise ValueError(f"line {number}: bad labels: {line!r}")
+            labels[label.group(1)] = _unescape(label.group(2))
+            pos = label.end()
+        samples.append(Sample(match.group(1), labels, _parse_value(match.group(4))))
+    return samples
+
+
+def find_samples(samples, name, **labels):
+    return [s for s in samples
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items())]
+
+
+def find_sample(samples, name, **labels):
+    found = find_samples(samples, name, **labels)
+    if len(found) > 1:
+        raise AssertionError(f"{len(found)} samples of {name} match {labels}")
+    return found[0] if found else None
+
+
+def run_once(args, env=None, cwd=None, timeout=60):
+    return subprocess.run([ibfabricd_path(), "--once", *args], capture_output=True, text=True,
+                          env=env, cwd=cwd, timeout=timeout)
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=10, headers=None):
+    """Returns (status, headers, body text); HTTP errors are returned, not raised."""
+    request = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return response.status, dict(response.headers), response.read().decode()
+    except urllib.error.HTTPError as error:
+        return error.code, dict(error.headers), error.read().decode()
+
+
+class Daemon:
+    """Runs ibfabricd in the background on a free loopback port. Use as a context manager."""
+
+    def __init__(self, args, env=None, cwd=None, binary=None, port=None):
+        self.args = list(args)
+        self.env = env
+        self.cwd = cwd
+        self.binary = binary or ibfabricd_path()
+        self.port = port or free_port()
+        self.process = None
+        self.stderr_path = None
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout=20):
+        import tempfile
+        log = tempfile.NamedTemporaryFile(prefix="ibfabricd-", suffix=".log", delete=False)
+        self.stderr_path = log.name
+        self.process = subprocess.Popen(
+            [self.binary, *self.args, "--web.listen-address", f"127.0.0.1:{self.port}"],
+            stdout=subprocess.DEVNULL, stderr=log, env=self.env, cwd=self.cwd,
+            start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"ibfabricd exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                status, _, _ = http_get(self.url + "/metrics", timeout=2)
+                if status == 200:
+                    return self
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"ibfabricd did not serve /metrics within {timeout}s:\n{self.log()}")
+
+    def scrape(self, timeout=10):
+        status, _, body = http_get(self.url + "/metrics", timeout=timeout)
+        if status != 200:
+            raise RuntimeError(f"/metrics answered {status}")
+        return body
+
+    def samples(self):
+        return parse_exposition(self.scrape())
+
+    def wait_for(self, predicate, timeout=30, interval=0.2, what="condition"):
+        """Scrapes until predicate(samples) is true; returns the samples."""
+        deadline = time.monotonic() + timeout
+        samples = []
+        while time.monotonic() < deadline:
+            samples = self.samples()
+            if predicate(samples):
+                return samples
+            time.sleep(interval)
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+
+    def signal(self, sig):
+        self.process.send_signal(sig)
+
+    def stop(self, timeout=10):
+        """SIGTERM, wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.process is None or self.process.poll() is not None:
+            return None if self.process is None else self.process.returncode
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            return self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+            raise
+
+    def log(self):
+        if not self.stderr_path or not os.path.exists(self.stderr_path):
+            return ""
+        with open(self.stderr_path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        try:
+            self.stop()
+        finally:
+            if self.stderr_path and os.path.exists(self.stderr_path):
+                os.unlink(self.stderr_path)
