@@ -1,5 +1,5 @@
 #include "collectors/collector.h"
-// SYSFS_PENDING #include "collectors/sysfs/sysfs_collector.h"
+#include "collectors/sysfs/sysfs_collector.h"
 
 #include <vector>
 
@@ -8,7 +8,7 @@ namespace ibfabric {
 std::span<const CollectorSpec> collector_specs() {
   // Adding a collector: its folder, and one line here.
   static const std::vector<CollectorSpec> specs{
-      // SYSFS_PENDING sysfs::spec(),
+      sysfs::spec(),
   };
   return specs;
 }

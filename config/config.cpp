@@ -69,7 +69,7 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
         std::string known;
         for (const auto& spec : collector_specs())
           known += (known.empty() ? "" : ", ") + std::string(spec.name);
-        collectors->fail(name, "unknown collector; known collectors: " + known);
+        collectors->fail_key(name, "unknown collector; known collectors: " + known);
       }
     }
   }

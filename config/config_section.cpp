@@ -110,6 +110,15 @@ void ConfigSection::fail(const std::string& key, const std::string& message) con
   fail_at(node_, key_path(key), message);
 }
 
+void ConfigSection::fail_key(const std::string& key, const std::string& message) const {
+  if (node_.IsMap()) {
+    for (const auto& entry : node_) {
+      if (entry.first.Scalar() == key) fail_at(entry.first, key_path(key), message);
+    }
+  }
+  fail(key, message);
+}
+
 std::string ConfigSection::scalar(const YAML::Node& value, const std::string& key,
                                   const char* expected) const {
   if (!value.IsScalar()) {

@@ -54,6 +54,8 @@ class ConfigSection {
 
   // Throws a ConfigError located at `key`'s value (or at this mapping if the key is absent).
   [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+  // Throws a ConfigError located at `key` itself rather than its value.
+  [[noreturn]] void fail_key(const std::string& key, const std::string& message) const;
   [[noreturn]] void fail_at(const YAML::Node& node, const std::string& key_path,
                             const std::string& message) const;
 

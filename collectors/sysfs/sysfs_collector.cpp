@@ -1,0 +1,510 @@
+#include "collectors/sysfs/sysfs_collector.h"
+
+#include "collectors/sysfs/sysfs_parse.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <optional>
+#include <string_view>
+#include <system_error>
+
+namespace ibfabric::sysfs {
+namespace {
+
+namespace fs = std::filesystem;
+using prometheus::MetricType;
+
+// The standard PortCounters / PortCountersExtended files the kernel creates in ports/N/counters.
+struct NamedCounter {
+  std::string_view file;
+  std::string_view metric;
+  std::string_view help;
+  // port_xmit_data and port_rcv_data count 4-octet words (InfiniBand PortXmitData/PortRcvData).
+  double scale = 1;
+};
+
+constexpr NamedCounter kNamedCounters[] = {
+    {"symbol_error", "ibfabric_sysfs_port_symbol_errors_total",
+     "Minor link errors detected on one or more physical lanes (SymbolErrorCounter; "
+     "counters/symbol_error)."},
+    {"link_error_recovery", "ibfabric_sysfs_port_link_error_recoveries_total",
+     "Times the link error recovery process completed successfully (LinkErrorRecoveryCounter; "
+     "counters/link_error_recovery)."},
+    {"link_downed", "ibfabric_sysfs_port_link_downed_total",
+     "Times the link error recovery process failed and the link went down (LinkDownedCounter; "
+     "counters/link_downed)."},
+    {"port_rcv_errors", "ibfabric_sysfs_port_receive_errors_total",
+     "Packets received with an error (PortRcvErrors; counters/port_rcv_errors)."},
+    {"port_rcv_remote_physical_errors", "ibfabric_sysfs_port_receive_remote_physical_errors_total",
+     "Packets received marked with the EBP delimiter (PortRcvRemotePhysicalErrors; "
+     "counters/port_rcv_remote_physical_errors)."},
+    {"port_rcv_switch_relay_errors", "ibfabric_sysfs_port_receive_switch_relay_errors_total",
+     "Packets received that could not be forwarded (PortRcvSwitchRelayErrors; "
+     "counters/port_rcv_switch_relay_errors)."},
+    {"port_xmit_discards", "ibfabric_sysfs_port_transmit_discards_total",
+     "Outbound packets discarded because the port was down or congested (PortXmitDiscards; "
+     "counters/port_xmit_discards)."},
+    {"port_xmit_constraint_errors", "ibfabric_sysfs_port_transmit_constraint_errors_total",
+     "Outbound packets not sent because of partition or raw-packet constraints "
+     "(PortXmitConstraintErrors; counters/port_xmit_constraint_errors)."},
+    {"port_rcv_constraint_errors", "ibfabric_sysfs_port_receive_constraint_errors_total",
+     "Inbound packets discarded because of partition or raw-packet constraints "
+     "(PortRcvConstraintErrors; counters/port_rcv_constraint_errors)."},
+    {"local_link_integrity_errors", "ibfabric_sysfs_port_local_link_integrity_errors_total",
+     "Times local physical errors exceeded the LocalPhyErrors threshold "
+     "(LocalLinkIntegrityErrors; counters/local_link_integrity_errors)."},
+    {"excessive_buffer_overrun_errors", "ibfabric_sysfs_port_excessive_buffer_overrun_errors_total",
+     "Times OverrunErrors consecutive flow control update periods each had a buffer overrun "
+     "(ExcessiveBufferOverrunErrors; counters/excessive_buffer_overrun_errors)."},
+    {"VL15_dropped", "ibfabric_sysfs_port_vl15_dropped_total",
+     "Incoming VL15 (subnet management) packets dropped for lack of buffers (VL15Dropped; "
+     "counters/VL15_dropped)."},
+    {"port_xmit_data", "ibfabric_sysfs_port_transmit_bytes_total",
+     "Bytes transmitted on all VLs, excluding link packets (PortXmitData; counters/port_xmit_data "
+     "counts 4-octet words, multiplied by 4 here).",
+     4},
+    {"port_rcv_data", "ibfabric_sysfs_port_receive_bytes_total",
+     "Bytes received on all VLs, excluding link packets (PortRcvData; counters/port_rcv_data "
+     "counts 4-octet words, multiplied by 4 here).",
+     4},
+    {"port_xmit_packets", "ibfabric_sysfs_port_transmit_packets_total",
+     "Packets transmitted on all VLs, including packets with errors (PortXmitPkts; "
+     "counters/port_xmit_packets)."},
+    {"port_rcv_packets", "ibfabric_sysfs_port_receive_packets_total",
+     "Packets received on all VLs, including packets with errors (PortRcvPkts; "
+     "counters/port_rcv_packets)."},
+    {"port_xmit_wait", "ibfabric_sysfs_port_transmit_wait_ticks_total",
+     "Ticks during which the port had data to send but sent none (PortXmitWait; "
+     "counters/port_xmit_wait); the tick length is device-specific."},
+    {"unicast_xmit_packets", "ibfabric_sysfs_port_unicast_transmit_packets_total",
+     "Unicast packets transmitted (PortUnicastXmitPkts; counters/unicast_xmit_packets)."},
+    {"unicast_rcv_packets", "ibfabric_sysfs_port_unicast_receive_packets_total",
+     "Unicast packets received (PortUnicastRcvPkts; counters/unicast_rcv_packets)."},
+    {"multicast_xmit_packets", "ibfabric_sysfs_port_multicast_transmit_packets_total",
+     "Multicast packets transmitted (PortMulticastXmitPkts; counters/multicast_xmit_packets)."},
+    {"multicast_rcv_packets", "ibfabric_sysfs_port_multicast_receive_packets_total",
+     "Multicast packets received (PortMulticastRcvPkts; counters/multicast_rcv_packets)."},
+};
+
+const NamedCounter* named_counter(std::string_view file) {
+  for (const auto& counter : kNamedCounters) {
+    if (counter.file == file) return &counter;
+  }
+  return nullptr;
+}
+
+constexpr std::string_view kDeviceInfo = "ibfabric_sysfs_device_info";
+constexpr std::string_view kPortInfo = "ibfabric_sysfs_port_info";
+constexpr std::string_view kPortState = "ibfabric_sysfs_port_state";
+constexpr std::string_view kPortPhysicalState = "ibfabric_sysfs_port_physical_state";
+constexpr std::string_view kPortRate = "ibfabric_sysfs_port_rate_bytes_per_second";
+constexpr std::string_view kPortWidth = "ibfabric_sysfs_port_link_width_lanes";
+constexpr std::string_view kPortLid = "ibfabric_sysfs_port_lid";
+constexpr std::string_view kPortSmLid = "ibfabric_sysfs_port_sm_lid";
+constexpr std::string_view kPortSmSl = "ibfabric_sysfs_port_sm_sl";
+constexpr std::string_view kPortLmc = "ibfabric_sysfs_port_lmc";
+constexpr std::string_view kPortCounter = "ibfabric_sysfs_port_pma_stat_total";
+constexpr std::string_view kPortHwCounter = "ibfabric_sysfs_port_hw_stat_total";
+constexpr std::string_view kDeviceHwCounter = "ibfabric_sysfs_device_hw_stat_total";
+constexpr std::string_view kReadErrors = "ibfabric_sysfs_read_errors_total";
+
+struct FamilyDoc {
+  std::string_view name;
+  std::string_view help;
+  MetricType type;
+};
+
+const FamilyDoc kFamilies[] = {
+    {kDeviceInfo,
+     "One per RDMA device in class/infiniband, value 1: node_guid, sys_image_guid, fw_ver, "
+     "board_id, hca_type, node_desc, node_type and the PCI address of its device link.",
+     MetricType::Gauge},
+    {kPortInfo,
+     "One per port, value 1: link_layer, the names of state and phys_state, and the width and "
+     "speed from rate.",
+     MetricType::Gauge},
+    {kPortState,
+     "Logical port state from ports/N/state: 0 NOP, 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE, "
+     "5 ACTIVE_DEFER.",
+     MetricType::Gauge},
+    {kPortPhysicalState,
+     "Physical port state from ports/N/phys_state: 1 Sleep, 2 Polling, 3 Disabled, "
+     "4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
+     MetricType::Gauge},
+    {kPortRate, "Signalling rate of the port from ports/N/rate (400 Gb/sec is 5e10).",
+     MetricType::Gauge},
+    {kPortWidth, "Active link width in lanes from ports/N/rate (4X is 4).", MetricType::Gauge},
+    {kPortLid, "Base LID of the port from ports/N/lid (0 on Ethernet link layer ports).",
+     MetricType::Gauge},
+    {kPortSmLid, "LID of the master Subnet Manager as seen by the port, from ports/N/sm_lid.",
+     MetricType::Gauge},
+    {kPortSmSl, "Service level for talking to the Subnet Manager, from ports/N/sm_sl.",
+     MetricType::Gauge},
+    {kPortLmc, "LID mask control of the port from ports/N/lid_mask_count (2^LMC LIDs).",
+     MetricType::Gauge},
+};
+
+std::string error_text(int error) { return std::strerror(error); }
+
+struct FileContent {
+  std::string text;
+  int error = 0;  // errno of open/read, 0 when read
+};
+
+// Sysfs attributes are generated on read and are at most a page; one read() is one answer.
+FileContent read_file(const std::string& path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return {{}, errno};
+  FileContent content;
+  char buffer[4096];
+  for (;;) {
+    ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      content.error = errno;
+      break;
+    }
+    if (n == 0) break;
+    content.text.append(buffer, static_cast<std::size_t>(n));
+    if (content.text.size() >= 65536) break;  // not a sysfs attribute; the parser will refuse it
+  }
+  ::close(fd);
+  return content;
+}
+
+// Directory entries by name; nullopt with `error` set when the directory cannot be listed.
+std::optional<std::vector<std::string>> list_dir(const std::string& path, std::error_code& error) {
+  std::vector<std::string> names;
+  fs::directory_iterator it(path, error);
+  if (error) return std::nullopt;
+  for (; it != fs::directory_iterator(); it.increment(error)) {
+    if (error) return std::nullopt;
+    names.push_back(it->path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+bool is_port_number(const std::string& name) {
+  return !name.empty() && name.size() <= 3 &&
+         std::all_of(name.begin(), name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+}  // namespace
+
+// One collection: reads the tree, builds the metrics, and keeps the collector's error
+// bookkeeping up to date.
+class CollectionPass {
+ public:
+  explicit CollectionPass(SysfsCollector& self) : self_(self) {
+    for (const auto& family : kFamilies) out_.declare(family.name, family.help, family.type);
+    for (const auto& counter : kNamedCounters) {
+      out_.declare(counter.metric, counter.help, MetricType::Counter);
+    }
+    out_.declare(kPortCounter,
+                 "Files in ports/N/counters without a metric of their own, by file name, as the "
+                 "kernel reports them.",
+                 MetricType::Counter);
+    out_.declare(kPortHwCounter,
+                 "Driver-specific port counters from ports/N/hw_counters, by file name "
+                 "(lifespan, a setting, is skipped).",
+                 MetricType::Counter);
+    out_.declare(kDeviceHwCounter,
+                 "Driver-specific device counters from <device>/hw_counters, by file name "
+                 "(lifespan, a setting, is skipped).",
+                 MetricType::Counter);
+    out_.declare(kReadErrors,
+                 "sysfs files of this device (device-level files: no port label) or port that "
+                 "were missing, unreadable or garbled, counted on every collection since the "
+                 "daemon started.",
+                 MetricType::Counter);
+  }
+
+  CollectResult run() {
+    const std::string& class_dir = self_.class_dir_;
+    std::error_code error;
+    const bool exists = fs::exists(class_dir, error);
+    if (error) return failure("cannot read " + class_dir + ": " + error.message());
+    if (!exists) {
+      return failure("no InfiniBand devices: " + class_dir +
+                     " does not exist; is the driver loaded? use --sysfs-root to point elsewhere");
+    }
+    auto devices = list_dir(class_dir, error);
+    if (!devices) return failure("cannot list " + class_dir + ": " + error.message());
+
+    for (const auto& wanted : self_.only_devices_) {
+      if (std::find(devices->begin(), devices->end(), wanted) == devices->end() &&
+          self_.missing_devices_logged_.insert(wanted).second) {
+        spdlog::warn("sysfs: configured device not found device={} dir={}", wanted, class_dir);
+      }
+    }
+    for (const auto& device : *devices) {
+      if (!self_.only_devices_.empty() && !self_.only_devices_.contains(device)) continue;
+      if (self_.only_devices_.contains(device)) self_.missing_devices_logged_.erase(device);
+      collect_device(device, class_dir + "/" + device);
+    }
+    return CollectResult{std::move(out_).take(), true, {}};
+  }
+
+ private:
+  CollectResult failure(std::string message) {
+    return CollectResult{MetricFamilies{}, false, std::move(message)};
+  }
+
+  // --- error bookkeeping -----------------------------------------------------------------
+
+  void good(const std::string& path) {
+    if (self_.bad_files_.erase(path) > 0) spdlog::info("sysfs: file is good again file={}", path);
+  }
+
+  void bad(const std::string& path, const std::string& device, const std::string& port,
+           const std::string& what) {
+    ++self_.read_errors_[{device, port}];
+    if (self_.bad_files_.insert(path).second) {
+      spdlog::warn("sysfs: cannot use file={} error=\"{}\"", path, what);
+    }
+  }
+
+  // The trimmed text of a file, or nullopt after counting it as bad. A missing file is bad
+  // unless `optional`.
+  std::optional<std::string> text(const std::string& path, const std::string& device,
+                                  const std::string& port, bool optional = false) {
+    FileContent content = read_file(path);
+    if (content.error == ENOENT && optional) {
+      // Missing is normal for driver attributes such as board_id: not an error, and no
+      // longer bad if it was.
+      good(path);
+      return std::nullopt;
+    }
+    if (content.error != 0) {
+      std::error_code ignored;
+      std::string what = content.error != ENOENT ? "cannot read: " + error_text(content.error)
+                         : fs::is_symlink(path, ignored) ? "missing (dangling symlink)"
+                                                         : "missing";
+      bad(path, device, port, what);
+      return std::nullopt;
+    }
+    return std::string(trim(content.text));
+  }
+
+  // Parses a file with `parse`; counts it as bad (with `expected` in the log) on failure.
+  template <typename Parser>
+  auto parsed(const std::string& path, const std::string& device, const std::string& port,
+              Parser parse, std::string_view expected) -> decltype(parse(std::string_view{})) {
+    auto content = text(path, device, port);
+    if (!content) return std::nullopt;
+    auto value = parse(*content);
+    if (!value) {
+      bad(path, device, port,
+          "cannot parse: expected " + std::string(expected) + ", got '" + printable(*content) +
+              "'");
+      return std::nullopt;
+    }
+    good(path);
+    return value;
+  }
+
+  // --- devices ---------------------------------------------------------------------------
+
+  void collect_device(const std::string& device, const std::string& dir) {
+    std::error_code error;
+    if (!fs::is_directory(dir, error)) {
+      // The class link dangles: the device is going away, or the tree is damaged.
+      bad(dir, device, "", "device directory is missing (dangling link in class/infiniband?)");
+      emit_errors(device, "");
+      return;
+    }
+    good(dir);
+
+    auto node_guid = parsed(dir + "/node_guid", device, "", parse_guid, "xxxx:xxxx:xxxx:xxxx");
+    auto image_guid =
+        parsed(dir + "/sys_image_guid", device, "", parse_guid, "xxxx:xxxx:xxxx:xxxx");
+    auto node_type = parsed(dir + "/node_type", device, "", parse_numbered_name, "N: NAME");
+    auto firmware = plain(dir + "/fw_ver", device, "");
+    auto description = plain(dir + "/node_desc", device, "");
+    // Driver attributes: mlx4/mlx5 and others have them, rxe and siw do not.
+    auto board_id = text(dir + "/board_id", device, "", true);
+    auto hca_type = text(dir + "/hca_type", device, "", true);
+    if (board_id) good(dir + "/board_id");
+    if (hca_type) good(dir + "/hca_type");
+
+    out_.info(kDeviceInfo, "",
+              {{"device", device},
+               {"node_guid", node_guid.value_or("")},
+               {"system_image_guid", image_guid.value_or("")},
+               {"firmware_version", firmware.value_or("")},
+               {"board_id", board_id.value_or("")},
+               {"hca_type", hca_type.value_or("")},
+               {"node_description", description.value_or("")},
+               {"node_type", node_type ? node_type->name : ""},
+               {"pci_address", pci_address(dir)}});
+
+    counter_dir(dir + "/hw_counters", device, "", kDeviceHwCounter);
+
+    const std::string ports_dir = dir + "/ports";
+    auto ports = list_dir(ports_dir, error);
+    if (!ports) {
+      bad(ports_dir, device, "", "cannot list: " + error.message());
+    } else {
+      good(ports_dir);
+      std::vector<std::string> numbers;
+      for (const auto& name : *ports) {
+        if (is_port_number(name)) numbers.push_back(name);
+      }
+      std::sort(numbers.begin(), numbers.end(), [](const std::string& a, const std::string& b) {
+        return std::stoi(a) < std::stoi(b);
+      });
+      for (const auto& port : numbers) collect_port(device, port, ports_dir + "/" + port);
+    }
+    emit_errors(device, "");
+  }
+
+  // A free-text attribute; only reading can fail.
+  std::optional<std::string> plain(const std::string& path, const std::string& device,
+                                   const std::string& port) {
+    auto content = text(path, device, port);
+    if (content) good(path);
+    return content;
+  }
+
+  // "0000:17:00.0" from <device>/device -> ../../../0000:17:00.0; "" for virtual devices
+  // (rxe, siw), which have no such link.
+  static std::string pci_address(const std::string& dir) {
+    std::error_code error;
+    fs::path target = fs::read_symlink(dir + "/device", error);
+    if (error) return "";
+    return target.filename().string();
+  }
+
+  // --- ports -----------------------------------------------------------------------------
+
+  void collect_port(const std::string& device, const std::string& port, const std::string& dir) {
+    const Labels labels{{"device", device}, {"port", port}};
+
+    auto state = parsed(dir + "/state", device, port, parse_numbered_name, "N: NAME");
+    auto phys = parsed(dir + "/phys_state", device, port, parse_numbered_name, "N: NAME");
+    auto rate = parsed(dir + "/rate", device, port, parse_rate, "N Gb/sec (WX SPEED)");
+    auto lid = parsed(dir + "/lid", device, port, parse_hex, "0xN");
+    auto sm_lid = parsed(dir + "/sm_lid", device, port, parse_hex, "0xN");
+    auto sm_sl = parsed(dir + "/sm_sl", device, port, parse_decimal, "a decimal number");
+    auto lmc = parsed(dir + "/lid_mask_count", device, port, parse_decimal, "a decimal number");
+    auto link_layer = plain(dir + "/link_layer", device, port);
+
+    out_.info(kPortInfo, "",
+              {{"device", device},
+               {"port", port},
+               {"link_layer", link_layer.value_or("")},
+               {"state", state ? state->name : ""},
+               {"physical_state", phys ? phys->name : ""},
+               {"link_width", rate ? rate->width : ""},
+               {"link_speed", rate ? rate->speed : ""}});
+    if (state) out_.gauge(kPortState, "", labels, state->number);
+    if (phys) out_.gauge(kPortPhysicalState, "", labels, phys->number);
+    if (rate) {
+      out_.gauge(kPortRate, "", labels, static_cast<double>(rate->bytes_per_second));
+      out_.gauge(kPortWidth, "", labels, rate->lanes);
+    }
+    if (lid) out_.gauge(kPortLid, "", labels, static_cast<double>(*lid));
+    if (sm_lid) out_.gauge(kPortSmLid, "", labels, static_cast<double>(*sm_lid));
+    if (sm_sl) out_.gauge(kPortSmSl, "", labels, static_cast<double>(*sm_sl));
+    if (lmc) out_.gauge(kPortLmc, "", labels, static_cast<double>(*lmc));
+
+    counter_dir(dir + "/counters", device, port, kPortCounter);
+    counter_dir(dir + "/hw_counters", device, port, kPortHwCounter);
+    emit_errors(device, port);
+  }
+
+  // Every file in counters/ or hw_counters/. A missing directory is normal: modern kernels
+  // create counters/ only for devices with a PMA, and hw_counters/ only for drivers that
+  // have them.
+  void counter_dir(const std::string& dir, const std::string& device, const std::string& port,
+                   std::string_view generic) {
+    std::error_code error;
+    auto files = list_dir(dir, error);
+    if (!files) {
+      if (error == std::errc::no_such_file_or_directory) {
+        good(dir);
+      } else {
+        bad(dir, device, port, "cannot list: " + error.message());
+      }
+      return;
+    }
+    good(dir);
+    const bool pma = generic == kPortCounter;
+    for (const auto& file : *files) {
+      // lifespan is how long the driver caches hw_counters, in ms: a setting, not a counter.
+      if (!pma && file == "lifespan") continue;
+      const std::string path = dir + "/" + file;
+      auto content = text(path, device, port);
+      if (!content) continue;
+      CounterText value = parse_counter(*content);
+      if (value.kind == CounterText::Kind::garbled) {
+        bad(path, device, port,
+            "cannot parse: expected an unsigned decimal counter, got '" + printable(*content) +
+                "'");
+        continue;
+      }
+      good(path);
+      if (value.kind == CounterText::Kind::not_supported) continue;
+
+      Labels labels{{"device", device}};
+      if (!port.empty()) labels.emplace_back("port", port);
+      const NamedCounter* named = pma ? named_counter(file) : nullptr;
+      if (named) {
+        // Scale in double: exact for the power-of-two 4, and it cannot wrap as uint64 would.
+        out_.counter(named->metric, "", labels, static_cast<double>(value.value) * named->scale);
+      } else {
+        labels.emplace_back("counter", file);
+        out_.counter(generic, "", labels, static_cast<double>(value.value));
+      }
+    }
+  }
+
+  void emit_errors(const std::string& device, const std::string& port) {
+    Labels labels{{"device", device}};
+    if (!port.empty()) labels.emplace_back("port", port);
+    out_.counter(kReadErrors, "", labels, static_cast<double>(self_.read_errors_[{device, port}]));
+  }
+
+  SysfsCollector& self_;
+  MetricsBuilder out_;
+};
+
+SysfsCollector::SysfsCollector(std::string sysfs_root, std::vector<std::string> devices)
+    : class_dir_(std::move(sysfs_root) + "/class/infiniband"),
+      only_devices_(devices.begin(), devices.end()) {}
+
+void SysfsCollector::collect(Done done) {
+  CollectResult result;
+  try {
+    result = CollectionPass(*this).run();
+  } catch (const std::exception& e) {
+    // Only allocation failure or a programming error gets here; never let it reach the loop.
+    result = CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
+  }
+  done(std::move(result));
+}
+
+CollectorSpec spec() {
+  return CollectorSpec{
+      "sysfs", true, std::chrono::seconds(15),
+      [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
+        auto devices = section.get_string_list("devices");
+        for (const auto& device : devices) {
+          if (device.empty() || device.find('/') != std::string::npos || device == "." ||
+              device == "..") {
+            section.fail("devices", "expected device names such as mlx5_0, got \"" + device + "\"");
+          }
+        }
+        section.finish();
+        return std::make_unique<SysfsCollector>(context.sysfs_root, std::move(devices));
+      }};
+}
+
+}  // namespace ibfabric::sysfs

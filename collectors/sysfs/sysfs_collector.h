@@ -1,0 +1,44 @@
+#pragma once
+// The `sysfs` collector: every local HCA and port under <sysfs_root>/class/infiniband — identity,
+// state, rate, and every counter in counters/ and hw_counters/. Reads are synchronous: sysfs
+// attributes are answered by the local driver and firmware, never by the fabric.
+// Metrics are documented in docs/metrics-sysfs.md.
+
+#include "collectors/collector.h"
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ibfabric::sysfs {
+
+// name "sysfs", enabled by default, every 15s. Config keys (besides enabled and interval):
+//   devices: [mlx5_0, ...]   only these devices (default: all)
+CollectorSpec spec();
+
+class SysfsCollector final : public Collector {
+ public:
+  // `devices` empty means every device.
+  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices);
+
+  // Reads everything now and calls `done` before returning.
+  void collect(Done done) override;
+
+ private:
+  friend class CollectionPass;
+  using ErrorKey = std::pair<std::string, std::string>;  // device, port ("" for device files)
+
+  std::string class_dir_;
+  std::set<std::string> only_devices_;
+  // Failed reads per device/port since start: exported as a counter.
+  std::map<ErrorKey, std::uint64_t> read_errors_;
+  // Files that are bad right now: each is logged when it turns bad, and again when it recovers,
+  // not on every poll.
+  std::set<std::string> bad_files_;
+  std::set<std::string> missing_devices_logged_;
+};
+
+}  // namespace ibfabric::sysfs
