@@ -9,8 +9,7 @@ using Clock = std::chrono::steady_clock;
 CollectorRunner::CollectorRunner(boost::asio::io_context& io, std::string name,
                                  std::chrono::nanoseconds interval,
                                  std::unique_ptr<Collector> collector, SnapshotStore& store)
-    : io_(io),
-      timer_(io),
+    : timer_(io),
       name_(std::move(name)),
       interval_(interval),
       collector_(std::move(collector)),
@@ -54,7 +53,6 @@ void CollectorRunner::schedule(Clock::time_point next) {
 }
 
 void CollectorRunner::run(std::function<void(bool)> done) {
-  running_ = true;
   auto generation = run_generation_;
   auto started = Clock::now();
   // The collector may complete synchronously or later; either way `finish` runs exactly once
@@ -69,7 +67,6 @@ void CollectorRunner::run(std::function<void(bool)> done) {
 }
 
 void CollectorRunner::finish(CollectResult result, Clock::time_point started) {
-  running_ = false;
   double duration = std::chrono::duration<double>(Clock::now() - started).count();
   ++runs_;
   if (result.success) {

@@ -34,14 +34,12 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   void finish(CollectResult result, std::chrono::steady_clock::time_point started);
   void schedule(std::chrono::steady_clock::time_point next);
 
-  boost::asio::io_context& io_;
   boost::asio::steady_timer timer_;
   std::string name_;
   std::chrono::nanoseconds interval_;
   std::unique_ptr<Collector> collector_;
   SnapshotStore& store_;
   bool stopped_ = false;
-  bool running_ = false;
   std::uint64_t run_generation_ = 0;
 
   // Health, kept across runs.
