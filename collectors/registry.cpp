@@ -1,4 +1,5 @@
 #include "collectors/collector.h"
+#include "collectors/ports/ports_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
 
 #include <vector>
@@ -9,6 +10,7 @@ std::span<const CollectorSpec> collector_specs() {
   // Adding a collector: its folder, and one line here.
   static const std::vector<CollectorSpec> specs{
       sysfs::spec(),
+      ports::spec(),
   };
   return specs;
 }

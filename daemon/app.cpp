@@ -12,7 +12,7 @@ namespace ibfabric {
 
 App::App(Options options)
     : options_(std::move(options)),
-      context_{io_, "/sys", [this] { return mad_engine_; }},
+      context_{io_, "/sys", [this] { return mad_engine(); }},
       signals_(io_),
       watchdog_(io_) {
   live_metrics_.push_back(add_process_metrics);
@@ -23,6 +23,9 @@ App::App(Options options)
     out.counter("ibfabric_config_reload_failures_total",
                 "Config reloads rejected because the new config was invalid; the old one runs on.",
                 {}, static_cast<double>(reload_failures_));
+  });
+  live_metrics_.push_back([this](MetricsBuilder& out) {
+    if (mad_engine_) mad_engine_->fill_metrics(out);
   });
   live_metrics_.push_back([this](MetricsBuilder& out) {
     if (!http_) return;
@@ -59,6 +62,18 @@ DaemonConfig App::load_config() const {
   return config;
 }
 
+mad::EngineConfig App::parse_mad_config(const DaemonConfig& config) {
+  ConfigSection section =
+      config.mad ? *config.mad : ConfigSection(YAML::Node(), config.source, "mad");
+  return mad::parse_engine_config(section);
+}
+
+std::shared_ptr<mad::Engine> App::mad_engine() {
+  // Lazily, so that a node whose collectors send no MAD never opens a umad device.
+  if (!mad_engine_) mad_engine_ = mad::Engine::create(io_, mad_config_);
+  return mad_engine_;
+}
+
 std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonConfig& config) {
   context_.sysfs_root = config.sysfs_root;
   std::vector<std::shared_ptr<CollectorRunner>> runners;
@@ -84,6 +99,7 @@ int App::run() {
   try {
     config_ = load_config();
     apply_log_level(config_.log_level);
+    mad_config_ = parse_mad_config(config_);
     auto runners = build_runners(config_);
     if (options_.check_config) {
       std::cout << config_.source << ": ok (" << runners.size() << " collectors enabled)\n";
@@ -162,7 +178,15 @@ void App::reload() {
   sd_notify(0, "RELOADING=1");
   try {
     DaemonConfig next = load_config();
+    mad::EngineConfig next_mad = parse_mad_config(next);
     auto runners = build_runners(next);
+    if (mad_engine_ && next_mad != mad_config_) {
+      // Collectors hold the engine while MADs are in flight; swapping it under them would
+      // drop answers, so its settings wait for a restart like the listen address.
+      spdlog::warn("msg=\"the mad section changed; it applies after a restart\"");
+    } else {
+      mad_config_ = next_mad;
+    }
     if (next.listen_address != config_.listen_address) {
       spdlog::warn(
           "msg=\"web.listen_address changed; it applies after a restart\" current={} "

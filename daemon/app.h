@@ -1,6 +1,7 @@
 #pragma once
 // The daemon: config, collectors on their timers, the HTTP endpoint, signals and systemd.
 
+#include "collectors/mad/engine.h"
 #include "config/config.h"
 #include "daemon/collector_runner.h"
 #include "daemon/options.h"
@@ -17,10 +18,6 @@
 
 namespace ibfabric {
 
-namespace mad {
-class Engine;
-}
-
 class App {
  public:
   explicit App(Options options);
@@ -33,6 +30,9 @@ class App {
   DaemonConfig load_config() const;  // the file (or defaults) with the flags applied
   // Builds every enabled collector from `config`; throws ConfigError.
   std::vector<std::shared_ptr<CollectorRunner>> build_runners(const DaemonConfig& config);
+  // The `mad:` section of `config` (defaults when absent); throws ConfigError.
+  static mad::EngineConfig parse_mad_config(const DaemonConfig& config);
+  std::shared_ptr<mad::Engine> mad_engine();  // created on first use
   std::string render();
   void apply_log_level(const std::string& level);
 
@@ -47,6 +47,7 @@ class App {
   boost::asio::io_context io_;
   SnapshotStore store_;
   CollectorContext context_;
+  mad::EngineConfig mad_config_;
   std::shared_ptr<mad::Engine> mad_engine_;
   std::vector<std::shared_ptr<CollectorRunner>> runners_;
   std::vector<LiveMetrics> live_metrics_;

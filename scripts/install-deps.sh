@@ -8,7 +8,7 @@ packages=(
   libboost-dev libboost-system-dev prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libsystemd-dev libibumad-dev libibmad-dev libnl-3-dev libnl-route-3-dev
   ibsim-utils opensm infiniband-diags
-  prometheus prometheus-node-exporter systemd curl python3 procps iproute2
+  prometheus prometheus-node-exporter systemd udev curl python3 procps iproute2
 )
 
 missing=()

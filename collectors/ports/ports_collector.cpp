@@ -1,0 +1,377 @@
+#include "collectors/ports/ports_collector.h"
+
+#include "collectors/ports/port_decode.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+
+namespace ibfabric::ports {
+namespace {
+
+using prometheus::MetricType;
+
+// SMP attributes fit in 64 octets; PMA data areas are 192 (the extended error counters of
+// PortCountersExtended lie past the first 64).
+constexpr std::size_t kMinData = IB_SMP_DATA_SIZE;
+constexpr int kNodeTypeSwitch = 2;
+constexpr int kPhysLinkUp = 5;
+
+std::string hex_guid(std::uint64_t guid) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
+  return buf;
+}
+
+const char* node_type_name(int type) {
+  switch (type) {
+    case 1:
+      return "CA";
+    case 2:
+      return "switch";
+    case 3:
+      return "router";
+    default:
+      return "unknown";
+  }
+}
+
+bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
+
+// What one side of one link gave in this pass.
+struct Side {
+  std::optional<PortInfo> port_info;
+  std::uint16_t pma_lid = 0;  // the LID the PMA was asked at (a switch's port-0 LID)
+  int pma_port = 0;
+  std::optional<PmaCapabilities> caps;
+  std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
+  std::vector<std::uint8_t> extended;  // PortCountersExtended data
+  // The peer's identity.
+  std::optional<std::uint64_t> node_guid;
+  int node_type = 0;
+  std::optional<std::string> node_description;
+  std::optional<std::uint32_t> switch_capability_mask;  // PortInfo of a switch's port 0
+};
+
+struct Link {
+  mad::LocalPort local_port;
+  Side local;
+  Side peer;
+  bool local_answered = false;
+  std::string local_error;
+};
+
+std::vector<std::uint8_t> attribute_data(const mad::Response& r) {
+  return std::vector<std::uint8_t>(r.data(), r.data() + r.data_size());
+}
+
+}  // namespace
+
+// One collection: every query in flight at once, metrics built when the last one is back.
+class Pass : public std::enable_shared_from_this<Pass> {
+ public:
+  Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
+      : c_(collector), done_(std::move(done)) {
+    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}});
+  }
+
+  void start() {
+    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
+    // before every first query is out.
+    ++outstanding_;
+    for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
+    settle();
+  }
+
+ private:
+  enum class Which { local, peer };
+  Side& side(std::size_t i, Which w) {
+    return w == Which::local ? links_[i].local : links_[i].peer;
+  }
+  static const char* side_label(Which w) { return w == Which::local ? "local" : "peer"; }
+
+  void ask(std::size_t i, Which w, const char* attribute, mad::Request req,
+           std::function<void(const mad::Response&)> on_ok) {
+    const auto& lp = links_[i].local_port;
+    req.via = mad::PortAddress{lp.ca, lp.port};
+    ++outstanding_;
+    auto req_class = req.mgmt_class;
+    c_.client_->submit(std::move(req), [self = shared_from_this(), i, w, attribute, req_class,
+                                        on_ok = std::move(on_ok)](mad::Response r) {
+      const auto& lp = self->links_[i].local_port;
+      std::size_t need = req_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : kMinData;
+      if (r.ok() && r.data_size() < need) {
+        r.status = mad::Status::mad_status;
+        r.error = "answer too short";
+      }
+      self->c_.note_result({lp.ca, lp.port, side_label(w), attribute}, r);
+      if (r.ok()) on_ok(r);
+      self->settle();
+    });
+  }
+
+  void settle() {
+    if (--outstanding_ == 0) finish();
+  }
+
+  void query_local(std::size_t i) {
+    int port = links_[i].local_port.port;
+    ask(i, Which::local, "port_info",
+        mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_PORT_INFO,
+                              static_cast<std::uint32_t>(port)),
+        [this, i, port](const mad::Response& r) {
+          auto& link = links_[i];
+          link.local_answered = true;
+          link.local.port_info = decode_port_info(r.data());
+          if (routable_lid(link.local.port_info->lid)) {
+            query_pma(i, Which::local, link.local.port_info->lid, port);
+          }
+          if (c_.peers_ && link.local.port_info->phys_state == kPhysLinkUp) query_peer(i);
+        });
+  }
+
+  void query_peer(std::size_t i) {
+    auto route = mad::Destination::by_route({static_cast<std::uint8_t>(links_[i].local_port.port)});
+    ask(i, Which::peer, "node_info", mad::Request::smp_get(route, IB_ATTR_NODE_INFO),
+        [this, i, route](const mad::Response& r) {
+          auto& peer = links_[i].peer;
+          peer.node_guid = r.get64(IB_NODE_GUID_F);
+          peer.node_type = static_cast<int>(r.get(IB_NODE_TYPE_F));
+          // The port the SMP entered the peer through: the far end of our cable.
+          int peer_port = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+          ask(i, Which::peer, "node_description", mad::Request::smp_get(route, IB_ATTR_NODE_DESC),
+              [this, i](const mad::Response& d) {
+                links_[i].peer.node_description = d.get_string(IB_NODE_DESC_F);
+              });
+          ask(i, Which::peer, "port_info",
+              mad::Request::smp_get(route, IB_ATTR_PORT_INFO,
+                                    static_cast<std::uint32_t>(peer_port)),
+              [this, i, peer_port](const mad::Response& p) {
+                auto& peer = links_[i].peer;
+                peer.port_info = decode_port_info(p.data());
+                peer.pma_port = peer_port;
+                if (peer.node_type != kNodeTypeSwitch && routable_lid(peer.port_info->lid)) {
+                  query_pma(i, Which::peer, peer.port_info->lid, peer_port);
+                }
+              });
+          if (peer.node_type == kNodeTypeSwitch) {
+            // Only a switch's port 0 holds its LID, which its PMA answers at.
+            ask(i, Which::peer, "switch_port0_info",
+                mad::Request::smp_get(route, IB_ATTR_PORT_INFO, 0),
+                [this, i, peer_port](const mad::Response& p) {
+                  links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
+                  auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
+                  if (routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
+                });
+          }
+        });
+  }
+
+  void query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
+    side(i, w).pma_lid = lid;
+    side(i, w).pma_port = port;
+    ask(i, w, "class_port_info", mad::Request::pma_get(lid, kAttrClassPortInfo),
+        [this, i, w, lid, port](const mad::Response& r) {
+          auto caps = decode_class_port_info(r.data());
+          side(i, w).caps = caps;
+          if (needs_port_counters(caps)) {
+            auto req = mad::Request::pma_get(lid, kAttrPortCounters);
+            req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+            ask(i, w, "port_counters", std::move(req),
+                [this, i, w](const mad::Response& c) { side(i, w).basic = attribute_data(c); });
+          }
+          if (caps.extended()) {
+            auto req = mad::Request::pma_get(lid, kAttrPortCountersExtended);
+            req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+            ask(i, w, "port_counters_extended", std::move(req),
+                [this, i, w](const mad::Response& c) { side(i, w).extended = attribute_data(c); });
+          }
+        });
+  }
+
+  void emit_side(MetricsBuilder& out, const Link& link, const Side& s, Which w) {
+    Labels l{{"device", link.local_port.ca},
+             {"port", std::to_string(link.local_port.port)},
+             {"side", side_label(w)}};
+    if (s.port_info) {
+      auto pi = *s.port_info;
+      if (s.switch_capability_mask) {
+        pi.extended_speeds = (*s.switch_capability_mask & kPortCapExtendedSpeeds) != 0;
+      }
+      Labels info = l;
+      info.emplace_back("state", state_name(pi.state));
+      info.emplace_back("physical_state", phys_state_name(pi.phys_state));
+      info.emplace_back("link_width", width_name(pi.width_active));
+      info.emplace_back("link_speed", active_speed_name(pi));
+      info.emplace_back("link_width_enabled", width_names(pi.width_enabled));
+      info.emplace_back("link_width_supported", width_names(pi.width_supported));
+      info.emplace_back("link_speed_enabled", enabled_speed_names(pi));
+      info.emplace_back("link_speed_supported", supported_speed_names(pi));
+      out.info("ibfabric_ports_info",
+               "Names behind the numeric port gauges: states, active/enabled/supported link "
+               "widths and speeds (PortInfo).",
+               info);
+      out.gauge("ibfabric_ports_state",
+                "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
+                pi.state);
+      out.gauge("ibfabric_ports_physical_state",
+                "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
+                "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (PortInfo.PortPhysicalState).",
+                l, pi.phys_state);
+      out.gauge("ibfabric_ports_link_width_lanes",
+                "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
+                l, lanes(pi.width_active));
+      out.gauge("ibfabric_ports_link_speed_lane_gigabits",
+                "Nominal signalling rate of one lane in Gb/s: 2.5 SDR, 5 DDR, 10 QDR, 14 FDR, 25 "
+                "EDR, 50 HDR, 100 NDR (PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                l, lane_gbps(pi));
+      out.gauge("ibfabric_ports_rate_bytes_per_second",
+                "Nominal signalling rate of the link in bytes per second (lanes times lane rate).",
+                l, lanes(pi.width_active) * lane_gbps(pi) * 1e9 / 8);
+      out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (PortInfo.NeighborMTU).", l,
+                mtu_bytes(pi.neighbor_mtu));
+      out.gauge("ibfabric_ports_mtu_capability_bytes",
+                "Largest MTU the port supports (PortInfo.MTUCap).", l,
+                mtu_bytes(pi.mtu_capability));
+      std::uint16_t lid = w == Which::local ? pi.lid : (s.pma_lid ? s.pma_lid : pi.lid);
+      out.gauge("ibfabric_ports_lid",
+                "LID of the port (for a switch peer: the switch's LID, from its port 0).", l, lid);
+      if (w == Which::local) {
+        out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (PortInfo.LMC).", l,
+                  pi.lmc);
+        out.gauge(
+            "ibfabric_ports_sm_lid",
+            "LID of the master Subnet Manager the local port points at (PortInfo.MasterSMLID).", l,
+            pi.sm_lid);
+      }
+    }
+    if (w == Which::peer && s.node_guid) {
+      out.info("ibfabric_ports_peer_info",
+               "The node and port at the other end of the local port's link (NodeInfo, "
+               "NodeDescription over a one-hop directed route).",
+               {{"device", link.local_port.ca},
+                {"port", std::to_string(link.local_port.port)},
+                {"peer_node_guid", hex_guid(*s.node_guid)},
+                {"peer_port", std::to_string(s.pma_port ? s.pma_port : 0)},
+                {"peer_node_type", node_type_name(s.node_type)},
+                {"peer_node_description", s.node_description.value_or("")}});
+    }
+    if (s.caps) {
+      out.gauge("ibfabric_ports_pma_capability_mask",
+                "CapabilityMask of the port's Performance Management agent (ClassPortInfo): "
+                "0x200 PortCountersExtended, 0x400 the same without uni/multicast counters, 0x1000 "
+                "PortXmitWait.",
+                l, s.caps->mask);
+      const std::uint8_t* basic = s.basic.empty() ? nullptr : s.basic.data();
+      const std::uint8_t* extended = s.extended.empty() ? nullptr : s.extended.data();
+      for (const auto& v : merge_counters(*s.caps, basic, extended)) {
+        std::string name = "ibfabric_ports_" + std::string(v.def->metric);
+        std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
+        out.counter(name, help, l, v.value);
+        if (v.saturated) {
+          Labels sl = l;
+          sl.emplace_back("counter", std::string(v.def->pma_name));
+          out.gauge("ibfabric_ports_counter_saturated",
+                    "1 when a counter read from 32-bit PortCounters is pegged at its maximum and "
+                    "stopped counting.",
+                    sl, *v.saturated ? 1 : 0);
+        }
+      }
+    }
+  }
+
+  void finish() {
+    MetricsBuilder out;
+    out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
+                MetricType::Gauge);
+    bool any_local = false;
+    for (const auto& link : links_) {
+      any_local = any_local || link.local_answered;
+      emit_side(out, link, link.local, Which::local);
+      emit_side(out, link, link.peer, Which::peer);
+    }
+    out.declare("ibfabric_ports_query_errors_total",
+                "MAD queries of the collector that failed (timeout, error status, no port)",
+                MetricType::Counter);
+    for (const auto& [key, n] : c_.errors_) {
+      const auto& [device, port, side, attribute] = key;
+      out.counter("ibfabric_ports_query_errors_total",
+                  "MAD queries of the collector that failed (timeout, error status, no port)",
+                  {{"device", device},
+                   {"port", std::to_string(port)},
+                   {"side", side},
+                   {"attribute", attribute}},
+                  static_cast<double>(n));
+    }
+    CollectResult result;
+    // No InfiniBand port (a RoCE-only or IB-less node) is nothing to collect, not a failure;
+    // a port that exists but does not answer is.
+    if (!links_.empty() && !any_local) {
+      result.success = false;
+      result.error = "no local port answered its PortInfo query";
+    }
+    result.metrics = std::move(out).take();
+    auto done = std::move(done_);
+    done(std::move(result));
+  }
+
+  PortsCollector& c_;
+  Collector::Done done_;
+  std::vector<Link> links_;
+  int outstanding_ = 0;
+};
+
+PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                               std::vector<std::string> devices, bool peers)
+    : engine_factory_(std::move(engine_factory)),
+      only_devices_(devices.begin(), devices.end()),
+      peers_(peers) {}
+
+void PortsCollector::collect(Done done) {
+  if (!engine_) {
+    if (engine_factory_) engine_ = engine_factory_();
+    if (!engine_) {
+      done(CollectResult{{}, false, "no MAD engine"});
+      return;
+    }
+    client_ = engine_->client();
+  }
+  std::vector<mad::LocalPort> ports;
+  for (auto& lp : mad::list_local_ports()) {
+    if (lp.link_layer == "Ethernet") continue;  // RoCE: no subnet management
+    if (!only_devices_.empty() && !only_devices_.count(lp.ca)) continue;
+    ports.push_back(std::move(lp));
+  }
+  auto pass = std::make_shared<Pass>(*this, std::move(done), std::move(ports));
+  pass->start();
+}
+
+void PortsCollector::note_result(const ErrorKey& key, const mad::Response& r) {
+  const auto& [device, port, side, attribute] = key;
+  if (r.ok()) {
+    if (failing_.erase(key)) {
+      spdlog::info("ports: query works again device={} port={} side={} attribute={}", device, port,
+                   side, attribute);
+    }
+    return;
+  }
+  errors_[key]++;
+  if (failing_.insert(key).second) {
+    spdlog::warn(
+        "ports: query failed device={} port={} side={} attribute={} result={} error=\"{}\"", device,
+        port, side, attribute, mad::to_string(r.status), r.error);
+  }
+}
+
+CollectorSpec spec() {
+  return CollectorSpec{
+      "ports", true, std::chrono::seconds(15),
+      [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
+        auto devices = section.get_string_list("devices");
+        bool peers = section.get_bool("peers", true);
+        section.finish();
+        return std::make_unique<PortsCollector>(context.mad_engine, std::move(devices), peers);
+      }};
+}
+
+}  // namespace ibfabric::ports

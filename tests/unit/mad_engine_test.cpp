@@ -1,0 +1,204 @@
+#include "collectors/mad/engine.h"
+
+#include <gtest/gtest.h>
+#include <yaml-cpp/yaml.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include <array>
+
+namespace ibfabric::mad {
+namespace {
+
+using namespace std::chrono_literals;
+
+ConfigSection section(const std::string& yaml) {
+  return ConfigSection(YAML::Load(yaml), "test.yaml", "mad");
+}
+
+TEST(EngineConfig, DefaultsWhenEmpty) {
+  auto s = section("{}");
+  auto c = parse_engine_config(s);
+  EngineConfig d;
+  EXPECT_EQ(c.timeout, d.timeout);
+  EXPECT_EQ(c.retries, d.retries);
+  EXPECT_EQ(c.rate_limit, d.rate_limit);
+  EXPECT_EQ(c.max_in_flight_per_destination, d.max_in_flight_per_destination);
+}
+
+TEST(EngineConfig, ReadsEveryKey) {
+  auto s = section(R"(
+ca: mlx5_1
+port: 2
+timeout: 250ms
+retries: 5
+max_in_flight: 128
+max_in_flight_per_destination: 2
+rate_limit: 0
+rate_burst: 10
+max_queued: 500
+reopen_backoff: 2s
+reopen_backoff_max: 1m
+)");
+  auto c = parse_engine_config(s);
+  EXPECT_EQ(c.ca, "mlx5_1");
+  EXPECT_EQ(c.port, 2);
+  EXPECT_EQ(c.timeout, 250ms);
+  EXPECT_EQ(c.retries, 5);
+  EXPECT_EQ(c.max_in_flight, 128);
+  EXPECT_EQ(c.max_in_flight_per_destination, 2);
+  EXPECT_EQ(c.rate_limit, 0);
+  EXPECT_EQ(c.rate_burst, 10);
+  EXPECT_EQ(c.max_queued, 500u);
+  EXPECT_EQ(c.reopen_backoff, 2s);
+  EXPECT_EQ(c.reopen_backoff_max, 60s);
+}
+
+TEST(EngineConfig, RejectsUnknownKeysAndBadValues) {
+  {
+    auto s = section("{timeout: 1s, retry: 3}");
+    EXPECT_THROW(parse_engine_config(s), ConfigError);
+  }
+  {
+    auto s = section("{max_in_flight: 0}");
+    EXPECT_THROW(parse_engine_config(s), ConfigError);
+  }
+  {
+    auto s = section("{rate_limit: -1}");
+    EXPECT_THROW(parse_engine_config(s), ConfigError);
+  }
+  {
+    auto s = section("{reopen_backoff: 10s, reopen_backoff_max: 1s}");
+    EXPECT_THROW(parse_engine_config(s), ConfigError);
+  }
+}
+
+TEST(Request, SetPlacesFieldsWhereLibibmadReadsThem) {
+  auto r = Request::pma_get(12, 0x12);
+  r.set(IB_PC_PORT_SELECT_F, 7);
+  ASSERT_GE(r.payload.size(), 2u);
+  // PortSelect is the second octet of the PortCounters attribute.
+  EXPECT_EQ(r.payload[1], 7);
+  EXPECT_EQ(mad_get_field(r.payload.data(), 0, IB_PC_PORT_SELECT_F), 7u);
+  r.set64(IB_PC_EXT_XMT_BYTES_F, 0x123456789aULL);
+  EXPECT_EQ(mad_get_field64(r.payload.data(), 0, IB_PC_EXT_XMT_BYTES_F), 0x123456789aULL);
+}
+
+TEST(Destination, Describes) {
+  EXPECT_EQ(Destination::to_lid(12).to_string(), "lid 12");
+  EXPECT_EQ(Destination::by_route({1, 13}).to_string(), "route 0,1,13");
+  EXPECT_EQ(Destination::by_route({}).to_string(), "route 0");
+}
+
+// An answer as an SMA would send it, built with libibmad's encoder.
+std::vector<std::uint8_t> port_info_answer(std::uint16_t lid, int state) {
+  std::vector<std::uint8_t> mad(IB_MAD_SIZE, 0);
+  ib_rpc_t rpc{};
+  rpc.mgtclass = IB_SMI_DIRECT_CLASS;
+  rpc.method = IB_MAD_METHOD_GET_RESPONSE;
+  rpc.attr.id = IB_ATTR_PORT_INFO;
+  rpc.attr.mod = 1;
+  rpc.trid = 0x0000002a00000007ULL;
+  ib_dr_path_t dr{};
+  dr.cnt = 1;
+  dr.p[1] = 1;
+  std::array<std::uint8_t, IB_SMP_DATA_SIZE> data{};
+  mad_set_field(data.data(), 0, IB_PORT_LID_F, lid);
+  mad_set_field(data.data(), 0, IB_PORT_STATE_F, static_cast<std::uint32_t>(state));
+  rpc.dataoffs = IB_SMP_DATA_OFFS;
+  rpc.datasz = IB_SMP_DATA_SIZE;
+  EXPECT_NE(mad_encode(mad.data(), &rpc, &dr, data.data()), nullptr);
+  return mad;
+}
+
+TEST(Response, DecodesAttributeDataAtTheClassOffset) {
+  Response r;
+  r.status = Status::ok;
+  r.mad = port_info_answer(0x1234, 4);
+  ASSERT_NE(r.data(), nullptr);
+  EXPECT_EQ(r.data_size(), static_cast<std::size_t>(IB_MAD_SIZE - IB_SMP_DATA_OFFS));
+  EXPECT_EQ(r.get(IB_PORT_LID_F), 0x1234u);
+  EXPECT_EQ(r.get(IB_PORT_STATE_F), 4u);
+}
+
+TEST(Response, TruncatedAnswerDecodesToNothing) {
+  Response r;
+  r.mad = port_info_answer(0x1234, 4);
+  r.mad.resize(100);
+  EXPECT_EQ(r.data(), nullptr);
+  EXPECT_EQ(r.data_size(), 0u);
+  EXPECT_EQ(r.get(IB_PORT_LID_F), 0u);
+  EXPECT_EQ(r.get_string(IB_NODE_DESC_F), "");
+}
+
+TEST(Response, NodeDescriptionNeedNotBeTerminated) {
+  Response r;
+  r.mad.assign(IB_MAD_SIZE, 0);
+  r.mad[1] = IB_SMI_CLASS;
+  std::fill(r.mad.begin() + IB_SMP_DATA_OFFS, r.mad.end(), 'x');
+  EXPECT_EQ(r.get_string(IB_NODE_DESC_F), std::string(64, 'x'));
+}
+
+// Requests the engine refuses never reach a device, so this runs anywhere.
+TEST(Engine, RefusesSetMethodsAndBadRoutesWithoutSending) {
+  boost::asio::io_context io;
+  auto engine = Engine::create(io, EngineConfig{});
+  std::vector<Status> results;
+  auto set = Request::smp_get(Destination::to_lid(1), IB_ATTR_PORT_INFO, 1);
+  set.method = IB_MAD_METHOD_SET;
+  bool called_inside = true;
+  engine->submit(set, [&](Response r) { results.push_back(r.status); });
+  called_inside = !results.empty();
+  auto dr_as_lid = Request::smp_get(Destination::to_lid(1), IB_ATTR_PORT_INFO);
+  dr_as_lid.mgmt_class = kSmiDirected;
+  engine->submit(dr_as_lid, [&](Response r) { results.push_back(r.status); });
+  auto lid0 = Request::pma_get(0, 0x12);
+  engine->submit(lid0, [&](Response r) { results.push_back(r.status); });
+  io.run();
+  EXPECT_FALSE(called_inside);
+  EXPECT_EQ(results, (std::vector<Status>{Status::refused, Status::refused, Status::refused}));
+
+  MetricsBuilder mb;
+  engine->fill_metrics(mb);
+  auto families = std::move(mb).take();
+  double refused = 0;
+  for (const auto& f : families) {
+    if (f.name != "ibfabric_mad_requests_total") continue;
+    for (const auto& m : f.metric) {
+      for (const auto& l : m.label) {
+        if (l.name == "result" && l.value == "refused") refused += m.counter.value;
+      }
+    }
+  }
+  EXPECT_EQ(refused, 3);
+}
+
+TEST(Engine, ClientDestroyedDropsItsCallbacks) {
+  boost::asio::io_context io;
+  auto engine = Engine::create(io, EngineConfig{});
+  int calls = 0;
+  {
+    auto client = engine->client();
+    auto set = Request::smp_get(Destination::to_lid(1), IB_ATTR_PORT_INFO, 1);
+    set.method = IB_MAD_METHOD_SET;
+    client->submit(set, [&](Response) { ++calls; });
+  }
+  io.run();
+  EXPECT_EQ(calls, 0);
+}
+
+TEST(Engine, DestroyedEngineDropsQueuedCallbacks) {
+  boost::asio::io_context io;
+  int calls = 0;
+  {
+    auto engine = Engine::create(io, EngineConfig{});
+    auto set = Request::smp_get(Destination::to_lid(1), IB_ATTR_PORT_INFO, 1);
+    set.method = IB_MAD_METHOD_SET;
+    engine->submit(set, [&](Response) { ++calls; });
+  }
+  io.run();
+  EXPECT_EQ(calls, 0);
+}
+
+}  // namespace
+}  // namespace ibfabric::mad

@@ -1,0 +1,184 @@
+#include "collectors/ports/port_decode.h"
+
+#include <gtest/gtest.h>
+
+#include <array>
+#include <map>
+
+namespace ibfabric::ports {
+namespace {
+
+// Big enough for any attribute here: PMA data areas are 192 octets (IB_PC_DATA_SZ).
+using Data = std::array<std::uint8_t, IB_PC_DATA_SZ>;
+
+// PortInfo as an NDR HCA port would answer it, encoded by libibmad.
+Data ndr_port_info() {
+  Data d{};
+  mad_set_field(d.data(), 0, IB_PORT_LID_F, 0x2a);
+  mad_set_field(d.data(), 0, IB_PORT_SMLID_F, 1);
+  mad_set_field(d.data(), 0, IB_PORT_LMC_F, 2);
+  mad_set_field(d.data(), 0, IB_PORT_LOCAL_PORT_F, 1);
+  mad_set_field(d.data(), 0, IB_PORT_STATE_F, 4);
+  mad_set_field(d.data(), 0, IB_PORT_PHYS_STATE_F, 5);
+  mad_set_field(d.data(), 0, IB_PORT_CAPMASK_F, kPortCapExtendedSpeeds | 0x2);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_WIDTH_ACTIVE_F, 2);      // 4X
+  mad_set_field(d.data(), 0, IB_PORT_LINK_WIDTH_ENABLED_F, 3);     // 1X,4X
+  mad_set_field(d.data(), 0, IB_PORT_LINK_WIDTH_SUPPORTED_F, 19);  // 1X,2X,4X
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_ACTIVE_F, 4);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_ENABLED_F, 7);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_SUPPORTED_F, 7);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_EXT_ACTIVE_F, 8);  // NDR
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_EXT_ENABLED_F, 15);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_SPEED_EXT_SUPPORTED_F, 15);
+  mad_set_field(d.data(), 0, IB_PORT_NEIGHBOR_MTU_F, 5);
+  mad_set_field(d.data(), 0, IB_PORT_MTU_CAP_F, 5);
+  return d;
+}
+
+TEST(PortInfoDecode, NdrPort) {
+  auto d = ndr_port_info();
+  auto pi = decode_port_info(d.data());
+  EXPECT_EQ(pi.lid, 0x2a);
+  EXPECT_EQ(pi.sm_lid, 1);
+  EXPECT_EQ(pi.lmc, 2);
+  EXPECT_EQ(pi.state, 4);
+  EXPECT_EQ(pi.phys_state, 5);
+  EXPECT_TRUE(pi.extended_speeds);
+  EXPECT_EQ(width_name(pi.width_active), "4X");
+  EXPECT_EQ(lanes(pi.width_active), 4);
+  EXPECT_EQ(width_names(pi.width_enabled), "1X,4X");
+  EXPECT_EQ(width_names(pi.width_supported), "1X,2X,4X");
+  EXPECT_EQ(active_speed_name(pi), "NDR");
+  EXPECT_DOUBLE_EQ(lane_gbps(pi), 100);
+  EXPECT_EQ(enabled_speed_names(pi), "SDR,DDR,QDR,FDR,EDR,HDR,NDR");
+  EXPECT_EQ(mtu_bytes(pi.neighbor_mtu), 4096);
+  EXPECT_STREQ(state_name(pi.state), "ACTIVE");
+  EXPECT_STREQ(phys_state_name(pi.phys_state), "LinkUp");
+}
+
+TEST(PortInfoDecode, ExtendedSpeedFieldsIgnoredWithoutCapability) {
+  auto d = ndr_port_info();
+  mad_set_field(d.data(), 0, IB_PORT_CAPMASK_F, 0x2);
+  auto pi = decode_port_info(d.data());
+  EXPECT_FALSE(pi.extended_speeds);
+  EXPECT_EQ(active_speed_name(pi), "QDR");
+  EXPECT_DOUBLE_EQ(lane_gbps(pi), 10);
+  EXPECT_EQ(supported_speed_names(pi), "SDR,DDR,QDR");
+  // A switch port: the capability comes from port 0 and is applied by the caller.
+  pi.extended_speeds = true;
+  EXPECT_EQ(active_speed_name(pi), "NDR");
+}
+
+TEST(PortInfoDecode, DownPort) {
+  auto d = ndr_port_info();
+  mad_set_field(d.data(), 0, IB_PORT_STATE_F, 1);
+  mad_set_field(d.data(), 0, IB_PORT_PHYS_STATE_F, 2);
+  mad_set_field(d.data(), 0, IB_PORT_LINK_WIDTH_ACTIVE_F, 0);
+  auto pi = decode_port_info(d.data());
+  EXPECT_STREQ(state_name(pi.state), "DOWN");
+  EXPECT_STREQ(phys_state_name(pi.phys_state), "Polling");
+  EXPECT_EQ(width_name(pi.width_active), "");
+  EXPECT_EQ(lanes(pi.width_active), 0);
+}
+
+TEST(ClassPortInfoDecode, CapabilityBits) {
+  Data d{};
+  mad_set_field(d.data(), 0, IB_CPI_CAPMASK_F, 0x1200);  // what ibsim's PMA answers
+  auto caps = decode_class_port_info(d.data());
+  EXPECT_EQ(caps.mask, 0x1200);
+  EXPECT_TRUE(caps.extended());
+  EXPECT_TRUE(caps.extended_ietf());
+  EXPECT_FALSE(caps.extended_errors());
+  EXPECT_TRUE(caps.xmit_wait());
+  EXPECT_TRUE(needs_port_counters(caps));
+
+  mad_set_field(d.data(), 0, IB_CPI_CAPMASK2_F, kPm2AdditionalExtCounters);
+  caps = decode_class_port_info(d.data());
+  EXPECT_TRUE(caps.extended_errors());
+  EXPECT_FALSE(needs_port_counters(caps));
+}
+
+std::map<std::string, CounterValue> by_name(const std::vector<CounterValue>& values) {
+  std::map<std::string, CounterValue> out;
+  for (const auto& v : values) out[std::string(v.def->pma_name)] = v;
+  return out;
+}
+
+TEST(FieldMax, FollowsLibibmadWidths) {
+  EXPECT_EQ(field_max(IB_PC_ERR_SYM_F), 0xffffu);
+  EXPECT_EQ(field_max(IB_PC_LINK_DOWNED_F), 0xffu);
+  EXPECT_EQ(field_max(IB_PC_ERR_LOCALINTEG_F), 0xfu);
+  EXPECT_EQ(field_max(IB_PC_XMT_BYTES_F), 0xffffffffu);
+}
+
+TEST(Counters, ExtendedDataAndBasicErrorsWithSaturation) {
+  PmaCapabilities caps{0x1200, 0};
+  Data basic{}, ext{};
+  mad_set_field(basic.data(), 0, IB_PC_ERR_SYM_F, 0xffff);  // pegged
+  mad_set_field(basic.data(), 0, IB_PC_LINK_DOWNED_F, 3);
+  mad_set_field(basic.data(), 0, IB_PC_XMT_WAIT_F, 77);
+  mad_set_field(basic.data(), 0, IB_PC_XMT_BYTES_F, 0xffffffff);  // ignored: extended wins
+  mad_set_field64(ext.data(), 0, IB_PC_EXT_XMT_BYTES_F, (1ULL << 40) + 5);
+  mad_set_field64(ext.data(), 0, IB_PC_EXT_RCV_PKTS_F, (1ULL << 33) + 1);
+  mad_set_field64(ext.data(), 0, IB_PC_EXT_XMT_UPKTS_F, 9);
+  auto v = by_name(merge_counters(caps, basic.data(), ext.data()));
+
+  EXPECT_DOUBLE_EQ(v["SymbolErrorCounter"].value, 0xffff);
+  EXPECT_EQ(v["SymbolErrorCounter"].saturated, std::optional<bool>(true));
+  EXPECT_EQ(v["LinkDownedCounter"].value, 3);
+  EXPECT_EQ(v["LinkDownedCounter"].saturated, std::optional<bool>(false));
+  EXPECT_EQ(v["PortXmitWait"].value, 77);
+  EXPECT_DOUBLE_EQ(v["PortXmitData"].value, 4.0 * ((1ULL << 40) + 5));
+  EXPECT_FALSE(v["PortXmitData"].saturated.has_value());
+  EXPECT_DOUBLE_EQ(v["PortRcvPkts"].value, static_cast<double>((1ULL << 33) + 1));
+  EXPECT_EQ(v["PortUnicastXmitPkts"].value, 9);
+  EXPECT_EQ(v.count("QP1Dropped"), 0u);  // capability bit 15 not set
+}
+
+TEST(Counters, BasicOnlyMakesDataSaturationVisible) {
+  PmaCapabilities caps{0, 0};
+  Data basic{};
+  mad_set_field(basic.data(), 0, IB_PC_XMT_BYTES_F, 0xffffffff);
+  mad_set_field(basic.data(), 0, IB_PC_RCV_BYTES_F, 10);
+  auto v = by_name(merge_counters(caps, basic.data(), nullptr));
+  EXPECT_DOUBLE_EQ(v["PortXmitData"].value, 4.0 * 0xffffffffu);
+  EXPECT_EQ(v["PortXmitData"].saturated, std::optional<bool>(true));
+  EXPECT_EQ(v["PortRcvData"].value, 40);
+  EXPECT_EQ(v["PortRcvData"].saturated, std::optional<bool>(false));
+  EXPECT_EQ(v.count("PortUnicastXmitPkts"), 0u);
+  EXPECT_EQ(v.count("PortXmitWait"), 0u);  // not supported without bit 12
+}
+
+TEST(Counters, NoIetfHasNoUnicastMulticast) {
+  PmaCapabilities caps{kPmExtWidthNoIetf, 0};
+  Data basic{}, ext{};
+  auto v = by_name(merge_counters(caps, basic.data(), ext.data()));
+  EXPECT_EQ(v.count("PortXmitData"), 1u);
+  EXPECT_FALSE(v["PortXmitData"].saturated.has_value());
+  EXPECT_EQ(v.count("PortUnicastXmitPkts"), 0u);
+}
+
+TEST(Counters, AdditionalExtendedCountersReplaceBasicErrors) {
+  PmaCapabilities caps{kPmExtWidthSupported | kPmXmitWaitSupported, kPm2AdditionalExtCounters};
+  Data ext{};
+  mad_set_field64(ext.data(), 0, IB_PC_EXT_ERR_SYM_F, (1ULL << 36));
+  mad_set_field64(ext.data(), 0, IB_PC_EXT_XMT_WAIT_F, (1ULL << 35));
+  auto v = by_name(merge_counters(caps, nullptr, ext.data()));
+  EXPECT_DOUBLE_EQ(v["SymbolErrorCounter"].value, static_cast<double>(1ULL << 36));
+  EXPECT_FALSE(v["SymbolErrorCounter"].saturated.has_value());
+  EXPECT_DOUBLE_EQ(v["PortXmitWait"].value, static_cast<double>(1ULL << 35));
+}
+
+TEST(Counters, MissingAttributeCostsOnlyItsValues) {
+  PmaCapabilities caps{0x1200, 0};
+  Data basic{};
+  mad_set_field(basic.data(), 0, IB_PC_ERR_SYM_F, 5);
+  auto v = by_name(merge_counters(caps, basic.data(), nullptr));  // extended timed out
+  EXPECT_EQ(v["SymbolErrorCounter"].value, 5);
+  EXPECT_EQ(v.count("PortXmitData"), 0u);
+  auto w = by_name(merge_counters(caps, nullptr, nullptr));
+  EXPECT_TRUE(w.empty());
+}
+
+}  // namespace
+}  // namespace ibfabric::ports
