@@ -1,0 +1,369 @@
+#!/usr/bin/env python3
+"""Writes the Grafana dashboards (classic JSON model) into this folder.
+
+The JSON files are committed so they can be imported or provisioned as they are; this script is
+their source, so that every panel gets the same datasource, variables and layout.
+tests/e2e/test_dashboards.py fails when a committed file differs from what this script writes.
+
+Run: python3 dashboards/generate.py
+"""
+
+import json
+import os
+import sys
+
+SCHEMA_VERSION = 39  # Grafana 11
+HERE = os.path.dirname(os.path.abspath(__file__))
+DS = {"type": "prometheus", "uid": "${datasource}"}
+# Every selector carries these two matchers.
+SEL = 'job=~"$job",instance=~"$instance"'
+RI = "$__rate_interval"
+
+
+def variables(instance_multi=True, extra=()):
+    def query_var(name, label, query, multi, include_all):
+        v = {
+            "name": name,
+            "label": label,
+            "type": "query",
+            "datasource": DS,
+            "definition": query,
+            "query": {"query": query, "refId": name},
+            "refresh": 2,
+            "sort": 1,
+            "multi": multi,
+            "includeAll": include_all,
+            "current": {},
+            "hide": 0,
+        }
+        if include_all:
+            v["allValue"] = ".+"
+        return v
+
+    out = [
+        {
+            "name": "datasource",
+            "label": "Data source",
+            "type": "datasource",
+            "query": "prometheus",
+            "current": {},
+            "hide": 0,
+            "refresh": 1,
+        },
+        query_var("job", "Job", "label_values(ibfabric_build_info, job)", False, False),
+        query_var("instance", "Instance", 'label_values(ibfabric_build_info{job=~"$job"}, instance)',
+                  instance_multi, instance_multi),
+    ]
+    for name, label, query in extra:
+        out.append(query_var(name, label, query, True, True))
+    return out
+
+
+class Layout:
+    """Panels left to right, 24 columns wide, rows of equal height."""
+
+    def __init__(self):
+        self.panels = []
+        self.x = 0
+        self.y = 0
+        self.row_h = 0
+
+    def add(self, panel, w, h):
+        if self.x + w > 24:
+            self.x = 0
+            self.y += self.row_h
+            self.row_h = 0
+        panel["id"] = len(self.panels) + 1
+        panel["gridPos"] = {"h": h, "w": w, "x": self.x, "y": self.y}
+        self.x += w
+        self.row_h = max(self.row_h, h)
+        self.panels.append(panel)
+
+    def row(self, title):
+        if self.x:
+            self.y += self.row_h
+        self.x, self.row_h = 0, 0
+        self.add({"type": "row", "title": title, "collapsed": False, "panels": []}, 24, 1)
+        self.x = 24  # the next panel starts a new line
+
+
+def target(expr, legend="", ref="A", instant=False, fmt=None):
+    t = {"refId": ref, "datasource": DS, "expr": expr, "legendFormat": legend or "__auto"}
+    if instant:
+        t["instant"] = True
+        t["range"] = False
+    if fmt:
+        t["format"] = fmt
+    return t
+
+
+def panel(kind, title, description, unit, targets, **options):
+    p = {
+        "type": kind,
+        "title": title,
+        "description": description,
+        "datasource": DS,
+        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
+        "options": options.pop("options", {}),
+        "targets": targets,
+    }
+    if kind == "timeseries":
+        p["fieldConfig"]["defaults"]["custom"] = {"drawStyle": "line", "lineWidth": 1,
+                                                  "fillOpacity": 0, "spanNulls": False}
+        p["options"].setdefault("legend", {"displayMode": "table", "placement": "bottom",
+                                           "calcs": ["max", "lastNotNull"]})
+        p["options"].setdefault("tooltip", {"mode": "multi", "sort": "desc"})
+    p.update(options)
+    return p
+
+
+def timeseries(title, description, unit, *targets, **options):
+    return panel("timeseries", title, description, unit, list(targets), **options)
+
+
+def stat(title, description, unit, *targets, thresholds=None):
+    p = panel("stat", title, description, unit, list(targets),
+              options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                       "colorMode": "background", "graphMode": "none", "textMode": "auto"})
+    steps = [{"color": "green", "value": None}]
+    if thresholds is not None:
+        steps.append({"color": "red", "value": thresholds})
+    p["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
+    return p
+
+
+def table(title, description, unit, *targets):
+    return panel("table", title, description, unit, list(targets),
+                 options={"showHeader": True},
+                 transformations=[{"id": "merge", "options": {}}])
+
+
+def dashboard(uid, title, description, layout, templating):
+    return {
+        "annotations": {"list": []},
+        "description": description,
+        "editable": True,
+        "graphTooltip": 1,
+        "id": None,
+        "links": [],
+        "panels": layout.panels,
+        "refresh": "30s",
+        "schemaVersion": SCHEMA_VERSION,
+        "tags": ["ibfabric", "infiniband"],
+        "templating": {"list": templating},
+        "time": {"from": "now-6h", "to": "now"},
+        "timepicker": {},
+        "timezone": "",
+        "title": title,
+        "uid": uid,
+        "version": 1,
+    }
+
+
+def port_rate(metric, extra=""):
+    return ("sum by (instance, device, port, side) (rate(%s{%s%s}[%s]))" %
+            (metric, SEL, extra, RI))
+
+
+ERROR_COUNTERS = [
+    ("ibfabric_ports_symbol_errors_total", "Symbol errors",
+     "Minor errors on a physical lane (SymbolErrorCounter): a marginal cable or transceiver."),
+    ("ibfabric_ports_link_error_recoveries_total", "Link error recoveries",
+     "Times the link retrained to recover from errors (LinkErrorRecoveryCounter)."),
+    ("ibfabric_ports_link_downed_total", "Links downed",
+     "Times error recovery failed and the link went down (LinkDownedCounter)."),
+    ("ibfabric_ports_receive_errors_total", "Receive errors",
+     "Packets received with an error (PortRcvErrors)."),
+    ("ibfabric_ports_transmit_discards_total", "Transmit discards",
+     "Packets discarded instead of sent: port down or stuck waiting for credits "
+     "(PortXmitDiscards)."),
+]
+
+
+def fabric_overview():
+    lay = Layout()
+    lay.row("Ports")
+    lay.add(stat("Local ports not ACTIVE",
+                 "Local HCA ports whose logical state is not ACTIVE (ibfabric_ports_state < 4).",
+                 "none",
+                 target("count(ibfabric_ports_state{%s,side=\"local\"} < 4) or vector(0)" % SEL,
+                        instant=True), thresholds=1), 6, 4)
+    lay.add(stat("Ports with errors now",
+                 "Ports (either end of a local link) whose symbol, receive or link error "
+                 "counters moved in the last rate interval.", "none",
+                 target("count(sum by (instance, device, port, side) ("
+                        "rate(ibfabric_ports_symbol_errors_total{%s}[%s]) + "
+                        "rate(ibfabric_ports_receive_errors_total{%s}[%s]) + "
+                        "rate(ibfabric_ports_link_error_recoveries_total{%s}[%s])) > 0) "
+                        "or vector(0)" % (SEL, RI, SEL, RI, SEL, RI), instant=True),
+                 thresholds=1), 6, 4)
+    lay.add(stat("Links below their best width or speed",
+                 "ACTIVE ports running at fewer lanes or a lower lane speed than they had within "
+                 "the last day.", "none",
+                 target("count((ibfabric_ports_link_width_lanes{%s} < "
+                        "max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])) or "
+                        "(ibfabric_ports_link_speed_lane_gigabits{%s} < "
+                        "max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d]))) "
+                        "or vector(0)" % (SEL, SEL, SEL, SEL), instant=True), thresholds=1), 6, 4)
+    lay.add(stat("Collectors failing",
+                 "Collectors whose last run could not read their source (see the daemon "
+                 "dashboard).", "none",
+                 target("count(ibfabric_collector_success{%s} == 0) or vector(0)" % SEL,
+                        instant=True), thresholds=1), 6, 4)
+    lay.row("Errors (both ends of every local link; side=peer is the switch port)")
+    for metric, title, desc in ERROR_COUNTERS:
+        lay.add(timeseries(title + " per second", desc + " Top 10 ports.", "cps",
+                           target("topk(10, %s)" % port_rate(metric),
+                                  "{{instance}} {{device}}/{{port}} {{side}}")), 12, 8)
+    lay.row("Traffic and congestion")
+    lay.add(timeseries("Top talkers: transmitted", "Local ports sending the most data.", "Bps",
+                       target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_bytes_total",
+                                                         ',side="local"'),
+                              "{{instance}} {{device}}/{{port}}")), 12, 8)
+    lay.add(timeseries("Top talkers: received", "Local ports receiving the most data.", "Bps",
+                       target("topk(10, %s)" % port_rate("ibfabric_ports_receive_bytes_total",
+                                                         ',side="local"'),
+                              "{{instance}} {{device}}/{{port}}")), 12, 8)
+    lay.add(timeseries("Congestion: PortXmitWait ticks per second",
+                       "Ticks a port had data to send but no credit (PortXmitWait), top 10. The "
+                       "tick length is the hardware's; compare ports with each other.", "cps",
+                       target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_wait_ticks_total"),
+                              "{{instance}} {{device}}/{{port}} {{side}}")), 24, 8)
+    return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
+                     "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
+                     "top talkers.", lay, variables())
+
+
+def node_detail():
+    lay = Layout()
+    dsel = SEL + ',device=~"$device"'
+    lay.row("Link")
+    lay.add(table("Ports", "State, physical state, width, speed and peer of every local port "
+                  "(ibfabric_ports_info).", "none",
+                  target("ibfabric_ports_info{%s}" % dsel, instant=True, fmt="table")), 24, 6)
+    lay.add(table("Peer of each local port", "The node and port at the far end of each cable "
+                  "(ibfabric_ports_peer_info).", "none",
+                  target("ibfabric_ports_peer_info{%s}" % dsel, instant=True, fmt="table")),
+            24, 5)
+    lay.add(timeseries("Logical state", "1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.", "none",
+                       target("ibfabric_ports_state{%s}" % dsel, "{{device}}/{{port}} {{side}}")),
+            8, 7)
+    lay.add(timeseries("Link width: now and best in the last day",
+                       "Active lanes; the dashed series is the most the link had within a day.",
+                       "none",
+                       target("ibfabric_ports_link_width_lanes{%s}" % dsel,
+                              "{{device}}/{{port}} {{side}}"),
+                       target("max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])" % dsel,
+                              "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
+    lay.add(timeseries("Lane speed: now and best in the last day",
+                       "Per-lane signalling rate (NDR 100, HDR 50, EDR 25 Gb/s).", "none",
+                       target("ibfabric_ports_link_speed_lane_gigabits{%s}" % dsel,
+                              "{{device}}/{{port}} {{side}}"),
+                       target("max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d])"
+                              % dsel, "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
+    lay.row("Traffic")
+    lay.add(timeseries("Throughput", "Bytes per second sent (positive) and received, local "
+                       "port and the switch port facing it.", "Bps",
+                       target(port_rate("ibfabric_ports_transmit_bytes_total",
+                                        ',device=~"$device"'),
+                              "tx {{device}}/{{port}} {{side}}"),
+                       target(port_rate("ibfabric_ports_receive_bytes_total",
+                                        ',device=~"$device"'),
+                              "rx {{device}}/{{port}} {{side}}", ref="B")), 12, 8)
+    lay.add(timeseries("Congestion", "PortXmitWait ticks per second on both ends.", "cps",
+                       target(port_rate("ibfabric_ports_transmit_wait_ticks_total",
+                                        ',device=~"$device"'),
+                              "{{device}}/{{port}} {{side}}")), 12, 8)
+    lay.row("Errors")
+    for metric, title, desc in ERROR_COUNTERS:
+        lay.add(timeseries(title + " per second", desc, "cps",
+                           target(port_rate(metric, ',device=~"$device"'),
+                                  "{{device}}/{{port}} {{side}}")), 8, 7)
+    lay.add(timeseries("Saturated 32-bit counters",
+                       "1 when a PortCounters value is pegged at its maximum.", "none",
+                       target("ibfabric_ports_counter_saturated{%s}" % dsel,
+                              "{{device}}/{{port}} {{side}} {{counter}}")), 8, 7)
+    extra = [("device", "Device",
+              'label_values(ibfabric_ports_state{job=~"$job",instance=~"$instance"}, device)')]
+    return dashboard("ibfabric-node", "ibfabric / Node and HCA",
+                     "One node's HCA ports and the switch ports facing them: link state, "
+                     "width and speed, traffic, errors.", lay,
+                     variables(instance_multi=False, extra=extra))
+
+
+def daemon():
+    lay = Layout()
+    lay.row("Collectors")
+    lay.add(timeseries("Collector success", "1 when the collector's last run read its "
+                       "source.", "bool",
+                       target("ibfabric_collector_success{%s}" % SEL,
+                              "{{instance}} {{collector}}")), 12, 7)
+    lay.add(timeseries("Collector run time", "Duration of each collector's last run.", "s",
+                       target("ibfabric_collector_duration_seconds{%s}" % SEL,
+                              "{{instance}} {{collector}}")), 12, 7)
+    lay.add(timeseries("Collector failures and overruns per second",
+                       "Failed runs, and runs that outlasted their interval.", "cps",
+                       target("sum by (instance, collector) (rate(ibfabric_collector_failures_total"
+                              "{%s}[%s]))" % (SEL, RI), "failures {{instance}} {{collector}}"),
+                       target("sum by (instance, collector) (rate(ibfabric_collector_overruns_total"
+                              "{%s}[%s]))" % (SEL, RI), "overruns {{instance}} {{collector}}",
+                              ref="B")), 24, 7)
+    lay.row("MAD engine")
+    lay.add(timeseries("MAD requests per second by result",
+                       "Requests finished by the engine, by management class and result.", "reqps",
+                       target("sum by (instance, class, result) (rate(ibfabric_mad_requests_total"
+                              "{%s}[%s]))" % (SEL, RI), "{{instance}} {{class}} {{result}}")),
+            12, 8)
+    lay.add(timeseries("MAD timeouts and retries per second",
+                       "Attempts without an answer, and attempts sent again.", "cps",
+                       target("sum by (instance, class) (rate(ibfabric_mad_timeouts_total{%s}[%s]))"
+                              % (SEL, RI), "timeouts {{instance}} {{class}}"),
+                       target("sum by (instance, class) (rate(ibfabric_mad_retries_total{%s}[%s]))"
+                              % (SEL, RI), "retries {{instance}} {{class}}", ref="B")), 12, 8)
+    lay.add(timeseries("MAD response time p99",
+                       "99th percentile of the time from sending a MAD to its answer.", "s",
+                       target("histogram_quantile(0.99, sum by (instance, class, le) ("
+                              "rate(ibfabric_mad_response_seconds_bucket{%s}[%s])))" % (SEL, RI),
+                              "{{instance}} {{class}}")), 12, 8)
+    lay.add(timeseries("MADs in flight and queued",
+                       "Sent and not yet answered; waiting for a slot or a rate-limit token.",
+                       "none",
+                       target("ibfabric_mad_in_flight{%s}" % SEL, "in flight {{instance}}"),
+                       target("ibfabric_mad_queued{%s}" % SEL, "queued {{instance}}", ref="B")),
+            12, 8)
+    lay.row("Process")
+    lay.add(timeseries("CPU", "CPU time used by ibfabricd, as a fraction of one core.",
+                       "percentunit",
+                       target("rate(process_cpu_seconds_total{%s}[%s])" % (SEL, RI),
+                              "{{instance}}")), 8, 7)
+    lay.add(timeseries("Resident memory", "Resident set size of ibfabricd.", "bytes",
+                       target("process_resident_memory_bytes{%s}" % SEL, "{{instance}}")), 8, 7)
+    lay.add(timeseries("Open file descriptors", "Open descriptors of ibfabricd.", "none",
+                       target("process_open_fds{%s}" % SEL, "{{instance}}")), 8, 7)
+    lay.add(timeseries("Scrapes per second", "Requests to the metrics endpoint, by code.",
+                       "reqps",
+                       target("sum by (instance, code) (rate(ibfabric_http_requests_total{%s}[%s]))"
+                              % (SEL, RI), "{{instance}} {{code}}")), 12, 7)
+    lay.add(table("Build", "Version and build of each daemon (ibfabric_build_info).", "none",
+                  target("ibfabric_build_info{%s}" % SEL, instant=True, fmt="table")), 12, 7)
+    return dashboard("ibfabric-daemon", "ibfabric / Daemon",
+                     "Health of ibfabricd itself: collectors, the MAD engine, process resources.",
+                     lay, variables())
+
+
+DASHBOARDS = {
+    "ibfabric-fabric-overview.json": fabric_overview,
+    "ibfabric-node.json": node_detail,
+    "ibfabric-daemon.json": daemon,
+}
+
+
+def write(directory):
+    for name, build in DASHBOARDS.items():
+        with open(os.path.join(directory, name), "w") as f:
+            json.dump(build(), f, indent=2, sort_keys=False)
+            f.write("\n")
+
+
+if __name__ == "__main__":
+    write(sys.argv[1] if len(sys.argv) > 1 else HERE)

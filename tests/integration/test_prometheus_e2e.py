@@ -1,0 +1,150 @@
+"""End to end with a real Prometheus: a simulated fabric (ibsim + opensm), ibfabricd on two of its
+nodes, and Debian's `prometheus` scraping them every second with the shipped alert rules loaded.
+
+- every query of every shipped dashboard (variables substituted) returns data;
+- injected faults make the matching alerts fire in that Prometheus, and clearing them resolves
+  the alerts.
+
+The rules are loaded as shipped except that every `for:` is shortened to a few seconds (a test
+cannot wait the production durations); expressions and thresholds are unchanged.
+"""
+
+import glob
+import json
+import os
+import re
+import signal
+import tempfile
+import time
+import unittest
+
+from ibfabric_testlib import source_dir
+from promserver import PromServer
+from simfabric import SimFabric
+
+TOPOLOGY = os.path.join(source_dir(), "config", "demo", "fabric.topo")
+SM_NODE = "sm-node mlx5_0"
+NODES = ["gpu-node-01 mlx5_0", "gpu-node-02 mlx5_0"]
+RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
+SHORT_FOR = "3s"
+# Grafana's $__rate_interval with a 1s scrape interval: four scrapes.
+RATE_INTERVAL = "4s"
+
+
+def shortened_rules(directory):
+    with open(RULES) as f:
+        text = f.read()
+    text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + SHORT_FOR, text, flags=re.M)
+    assert n > 0
+    path = os.path.join(directory, "ibfabric.rules.yml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def dashboard_queries():
+    for path in sorted(glob.glob(os.path.join(source_dir(), "dashboards", "*.json"))):
+        with open(path) as f:
+            dashboard = json.load(f)
+        for panel in dashboard["panels"]:
+            for t in panel.get("targets", []):
+                expr = (t["expr"].replace("$__rate_interval", RATE_INTERVAL)
+                        .replace('"$job"', '"ibfabric"').replace('"$instance"', '".+"')
+                        .replace('"$device"', '".+"'))
+                yield os.path.basename(path), panel["title"], expr
+
+
+class PrometheusEndToEnd(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.TemporaryDirectory(prefix="ibfabric-e2e-")
+        cls.fabric = SimFabric(TOPOLOGY, name="prom", sm_host=SM_NODE)
+        cls.daemons = []
+        cls.prom = None
+        try:
+            cls.fabric.start()
+            config = os.path.join(cls.tmp.name, "ibfabricd.yaml")
+            with open(config, "w") as f:
+                f.write("mad: {timeout: 100ms, retries: 1}\n"
+                        "collectors:\n"
+                        "  sysfs: {enabled: false}\n"
+                        "  ports: {interval: 1s}\n")
+            for node in NODES:
+                d = cls.fabric.daemon(["--config", config], host=node)
+                d.start()
+                cls.daemons.append(d)
+            cls.instances = {node: "127.0.0.1:%d" % d.port for node, d in zip(NODES, cls.daemons)}
+            cls.prom = PromServer(cls.instances.values(),
+                                  rule_files=[shortened_rules(cls.tmp.name)])
+            cls.prom.start()
+            cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES), 30,
+                              "both daemons scraped")
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.prom:
+            cls.prom.close()
+        for d in cls.daemons:
+            d.stop()
+        cls.fabric.close()
+        cls.tmp.cleanup()
+
+    def wait_firing(self, alert, timeout=40, **labels):
+        def match():
+            return [l for l in self.prom.firing().get(alert, [])
+                    if all(l.get(k) == v for k, v in labels.items())]
+        return self.prom.wait_for(match, timeout, "%s %s to fire" % (alert, labels))
+
+    def wait_resolved(self, alert, timeout=60, **labels):
+        def gone():
+            return not [l for l in self.prom.firing().get(alert, [])
+                        if all(l.get(k) == v for k, v in labels.items())]
+        self.prom.wait_for(gone, timeout, "%s %s to resolve" % (alert, labels))
+
+    def test_2_every_dashboard_query_returns_data(self):
+        queries = list(dashboard_queries())
+        self.assertGreater(len(queries), 20)
+        deadline = time.monotonic() + 60
+        missing = queries
+        while missing and time.monotonic() < deadline:
+            missing = [q for q in missing if not self.prom.query(q[2])]
+            if missing:
+                time.sleep(1)
+        self.assertEqual(missing, [], "dashboard queries without data")
+
+    def test_1_no_alert_fires_on_a_healthy_fabric(self):
+        # Runs first (unittest sorts by name): later tests inject faults. Several evaluations past the shortened `for:` on a fabric with no fault.
+        time.sleep(6)
+        firing = {k: v for k, v in self.prom.firing().items()}
+        self.assertEqual(firing, {})
+
+    def test_3_unlinked_port_fires_port_down_and_relink_resolves(self):
+        node = NODES[1]
+        instance = self.instances[node]
+        # The port must have been ACTIVE in Prometheus before (the rule asks for that).
+        self.prom.wait_for(lambda: self.prom.query(
+            'ibfabric_ports_state{instance="%s",side="local"} == 4' % instance), 30,
+            "the port ACTIVE in Prometheus")
+        self.fabric.command('Unlink "%s"[1]' % node)
+        try:
+            self.wait_firing("IbfabricPortDown", instance=instance, side="local")
+        finally:
+            self.fabric.command('ReLink "%s"' % node)
+        self.wait_resolved("IbfabricPortDown", instance=instance)
+
+    def test_4_collector_failing_fires_and_resolves(self):
+        # A frozen simulator: every MAD times out, the ports collector fails on both daemons.
+        os.kill(self.fabric.ibsim.pid, signal.SIGSTOP)
+        try:
+            self.wait_firing("IbfabricCollectorFailing", collector="ports",
+                             instance=self.instances[NODES[0]])
+        finally:
+            os.kill(self.fabric.ibsim.pid, signal.SIGCONT)
+        self.wait_resolved("IbfabricCollectorFailing", collector="ports")
+
+
+if __name__ == "__main__":
+    unittest.main()
