@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, starts a simulated InfiniBand fabric (ibsim + opensm) and
 # runs ibfabricd on it in the foreground: the first command of the README. Ctrl-C stops all.
-#   IBFABRIC_DEMO_PORT=10916   port of the metrics endpoint
+#   IBFABRIC_DEMO_PORT=10916              port of the metrics endpoint
+#   IBFABRIC_DEMO_PROMETHEUS_PORT=19090   port of the demo's Prometheus (scrapes the daemon every
+#                                         5s with the shipped alert rules); 9090 is left to a
+#                                         Prometheus the machine may already run
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 port=${IBFABRIC_DEMO_PORT:-10916}
+prom_port=${IBFABRIC_DEMO_PROMETHEUS_PORT:-19090}
 
 scripts/install-deps.sh
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -40,8 +44,21 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 
+cat >prometheus.yml <<EOF
+global: {scrape_interval: 5s, evaluation_interval: 5s}
+rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml"]
+scrape_configs:
+  - job_name: ibfabric
+    static_configs: [{targets: ["localhost:$port"]}]
+EOF
+setsid prometheus --config.file=prometheus.yml --storage.tsdb.path="$scratch/prometheus" \
+  --web.listen-address=":$prom_port" >prometheus.log 2>&1 &
+pids+=($!)
+
 echo "demo: fabric up (ibsim console: echo 'Unlink \"gpu-node-02 mlx5_0\"[1]' > $scratch/ibsim.cmd)"
-echo "demo: metrics at http://localhost:$port/metrics  (Ctrl-C stops the demo)"
+echo "demo: metrics at http://localhost:$port/metrics"
+echo "demo: Prometheus at http://localhost:$prom_port/alerts (rules loaded) and"
+echo "      http://localhost:$prom_port/graph?g0.expr=ibfabric_ports_state  (Ctrl-C stops the demo)"
 SIM_HOST="gpu-node-01 mlx5_0" LD_PRELOAD=$shim "$root/build/daemon/ibfabricd" \
   --config "$root/config/demo/ibfabricd.yaml" \
   --sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr" \
