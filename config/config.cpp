@@ -4,28 +4,13 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cerrno>
 #include <charconv>
-#include <cstring>
-#include <fstream>
-#include <sstream>
 
 namespace ibfabric {
 namespace {
 
 const std::vector<std::string> kLogLevels = {"trace", "debug",    "info", "warn",
                                              "error", "critical", "off"};
-
-YAML::Node parse_yaml(const std::string& text, const std::string& source) {
-  try {
-    return YAML::Load(text);
-  } catch (const YAML::Exception& e) {
-    std::ostringstream out;
-    out << source << ':' << e.mark.line + 1 << ':' << e.mark.column + 1
-        << ": not valid YAML: " << e.msg;
-    throw ConfigError(out.str());
-  }
-}
 
 }  // namespace
 
@@ -58,6 +43,7 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
     if (auto error = check_listen_address(config.listen_address); !error.empty()) {
       web->fail("listen_address", error);
     }
+    config.web_config_file = web->get_string("config_file", config.web_config_file);
     web->finish();
   }
   config.mad = top.get_section("mad");
@@ -90,14 +76,7 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
 }
 
 DaemonConfig load_config_file(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) {
-    throw ConfigError(path + ": cannot read the config file (" + std::strerror(errno) +
-                      "); check the path given with --config");
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_config(text.str(), path);
+  return parse_config(read_config_file(path, "--config"), path);
 }
 
 }  // namespace ibfabric

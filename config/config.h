@@ -26,6 +26,7 @@ struct DaemonConfig {
   std::string source;  // the file it came from, or "<built-in defaults>"
   std::string log_level = "info";
   std::string listen_address = kDefaultListenAddress;
+  std::string web_config_file;  // TLS and basic auth; "" = plain HTTP, no auth
   std::string sysfs_root = "/sys";
   std::optional<ConfigSection> mad;         // the `mad:` section, read by the MAD engine's parser
   std::vector<CollectorConfig> collectors;  // every registered collector, in registry order

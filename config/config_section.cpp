@@ -1,11 +1,37 @@
 #include "config/config_section.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
 namespace ibfabric {
+
+YAML::Node parse_yaml(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::Exception& e) {
+    std::ostringstream out;
+    out << source << ':' << e.mark.line + 1 << ':' << e.mark.column + 1
+        << ": not valid YAML: " << e.msg;
+    throw ConfigError(out.str());
+  }
+}
+
+std::string read_config_file(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  if (!in) {
+    throw ConfigError(path + ": cannot read the file (" + std::strerror(errno) +
+                      "); check the path given with " + flag);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
 namespace {
 
 std::string location(const std::string& file, const YAML::Mark& mark) {

@@ -24,6 +24,11 @@ class ConfigError : public std::runtime_error {
 std::optional<std::chrono::nanoseconds> parse_duration(const std::string& text);
 std::string format_duration(std::chrono::nanoseconds d);
 
+// YAML::Load with the error as "source:line:column: not valid YAML: ..." (ConfigError).
+YAML::Node parse_yaml(const std::string& text, const std::string& source);
+// The whole file; a missing or unreadable file is a ConfigError that names `flag`.
+std::string read_config_file(const std::string& path, const std::string& flag);
+
 class ConfigSection {
  public:
   // `path` is the dotted key path of this mapping ("collectors.sysfs"), for messages.

@@ -37,8 +37,14 @@ App::App(Options options)
                 static_cast<double>(stats.bad_request));
     out.counter("ibfabric_http_requests_total", help, {{"code", "404"}},
                 static_cast<double>(stats.not_found));
+    out.counter("ibfabric_http_requests_total", help, {{"code", "401"}},
+                static_cast<double>(stats.unauthorized));
     out.counter("ibfabric_http_requests_total", help, {{"code", "405"}},
                 static_cast<double>(stats.bad_method));
+    out.counter("ibfabric_http_tls_handshake_failures_total",
+                "TLS handshakes that failed: plain HTTP to the TLS port, an untrusted client "
+                "certificate, a protocol below the minimum version.",
+                {}, static_cast<double>(stats.tls_handshake_failures));
     out.counter("ibfabric_http_connections_rejected_total",
                 "Connections closed at once because too many were open.", {},
                 static_cast<double>(stats.rejected));
@@ -51,6 +57,7 @@ DaemonConfig App::load_config() const {
   DaemonConfig config = options_.config_file ? load_config_file(*options_.config_file)
                                              : parse_config("", "<built-in defaults>");
   if (options_.listen_address) config.listen_address = *options_.listen_address;
+  if (options_.web_config_file) config.web_config_file = *options_.web_config_file;
   if (options_.sysfs_root) config.sysfs_root = *options_.sysfs_root;
   if (options_.log_level) config.log_level = *options_.log_level;
   for (auto& collector : config.collectors) {
@@ -60,6 +67,11 @@ DaemonConfig App::load_config() const {
     }
   }
   return config;
+}
+
+WebConfig App::load_web(const DaemonConfig& config) {
+  if (config.web_config_file.empty()) return WebConfig{};
+  return load_web_config(config.web_config_file);
 }
 
 mad::EngineConfig App::parse_mad_config(const DaemonConfig& config) {
@@ -100,6 +112,7 @@ int App::run() {
     config_ = load_config();
     apply_log_level(config_.log_level);
     mad_config_ = parse_mad_config(config_);
+    web_ = load_web(config_);
     auto runners = build_runners(config_);
     if (options_.check_config) {
       std::cout << config_.source << ": ok (" << runners.size() << " collectors enabled)\n";
@@ -134,8 +147,10 @@ int App::run_once() {
 
 int App::serve() {
   try {
-    http_ = std::make_unique<HttpServer>(io_, HttpServerOptions{config_.listen_address},
-                                         [this] { return render(); });
+    HttpServerOptions http_options;
+    http_options.listen_address = config_.listen_address;
+    http_options.web = web_;
+    http_ = std::make_unique<HttpServer>(io_, std::move(http_options), [this] { return render(); });
   } catch (const std::exception& e) {
     spdlog::critical("msg=\"cannot start the metrics endpoint\" error=\"{}\"", e.what());
     return 1;
@@ -179,7 +194,13 @@ void App::reload() {
   try {
     DaemonConfig next = load_config();
     mad::EngineConfig next_mad = parse_mad_config(next);
+    WebConfig next_web = load_web(next);
     auto runners = build_runners(next);
+    try {
+      if (http_) http_->set_web_config(next_web);  // e.g. a renewed certificate
+    } catch (const std::runtime_error& e) {
+      throw ConfigError(e.what());
+    }
     if (mad_engine_ && next_mad != mad_config_) {
       // Collectors hold the engine while MADs are in flight; swapping it under them would
       // drop answers, so its settings wait for a restart like the listen address.

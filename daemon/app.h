@@ -33,6 +33,8 @@ class App {
   // The `mad:` section of `config` (defaults when absent); throws ConfigError.
   static mad::EngineConfig parse_mad_config(const DaemonConfig& config);
   std::shared_ptr<mad::Engine> mad_engine();  // created on first use
+  // The web config file named by `config` (plain HTTP when none); throws ConfigError.
+  static WebConfig load_web(const DaemonConfig& config);
   std::string render();
   void apply_log_level(const std::string& level);
 
@@ -53,6 +55,7 @@ class App {
   std::vector<LiveMetrics> live_metrics_;
   std::unique_ptr<HttpServer> http_;
   DaemonConfig config_;
+  WebConfig web_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer watchdog_;
   std::uint64_t reloads_ = 0, reload_failures_ = 0;

@@ -26,6 +26,8 @@ std::string usage() {
              "  --web.listen-address ADDR    HOST:PORT, [IPv6]:PORT or :PORT (default ") +
          kDefaultListenAddress +
          ")\n"
+         "  --web.config.file FILE       TLS and basic auth (exporter-toolkit web config "
+         "format)\n"
          "  --sysfs-root DIR             where sysfs is mounted (default /sys)\n"
          "  --log.level LEVEL            trace, debug, info, warn, error (default info)\n"
          "  --collector.NAME             enable collector NAME\n"
@@ -63,6 +65,8 @@ Options parse_options(const std::vector<std::string>& args) {
         throw std::invalid_argument("--web.listen-address \"" + *options.listen_address +
                                     "\": " + error);
       }
+    } else if (arg == "--web.config.file") {
+      options.web_config_file = value();
     } else if (arg == "--sysfs-root") {
       options.sysfs_root = value();
     } else if (arg == "--log.level") {

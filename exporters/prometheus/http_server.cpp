@@ -1,13 +1,17 @@
 #include "exporters/prometheus/http_server.h"
 
+#include "exporters/prometheus/basic_auth.h"
 #include "ibfabric/version.h"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/ip/address.hpp>
+#include <boost/asio/ip/v6_only.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
-#include <boost/asio/ip/v6_only.hpp>
+#include <boost/beast/ssl.hpp>
 
 #include <optional>
 #include <stdexcept>
@@ -17,6 +21,7 @@ namespace ibfabric {
 namespace beast = boost::beast;
 namespace http = boost::beast::http;
 namespace asio = boost::asio;
+namespace ssl = boost::asio::ssl;
 using tcp = asio::ip::tcp;
 
 namespace {
@@ -48,12 +53,89 @@ tcp::endpoint parse_endpoint(const std::string& address) {
   return {ip, port};
 }
 
+std::shared_ptr<ssl::context> make_tls_context(const TlsConfig& t) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_server);
+  SSL_CTX* native = ctx->native_handle();
+  SSL_CTX_set_min_proto_version(native, t.min_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+  SSL_CTX_set_max_proto_version(native, t.max_version == 13 ? TLS1_3_VERSION : TLS1_2_VERSION);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression |
+                   ssl::context::single_dh_use);
+  auto load = [](const std::string& what, const std::string& file, auto&& fn) {
+    try {
+      fn();
+    } catch (const boost::system::system_error& e) {
+      throw std::runtime_error("cannot load the TLS " + what + " \"" + file + "\": " + e.what());
+    }
+  };
+  load("certificate", t.cert_file, [&] { ctx->use_certificate_chain_file(t.cert_file); });
+  load("key", t.key_file, [&] { ctx->use_private_key_file(t.key_file, ssl::context::pem); });
+  if (SSL_CTX_check_private_key(native) != 1) {
+    throw std::runtime_error("the TLS key \"" + t.key_file +
+                             "\" does not match the certificate \"" + t.cert_file + "\"");
+  }
+  if (!t.client_ca_file.empty()) {
+    load("client CA", t.client_ca_file, [&] { ctx->load_verify_file(t.client_ca_file); });
+  }
+  auto accept_any = [](bool, ssl::verify_context&) { return true; };
+  switch (t.client_auth) {
+    case ClientAuth::none:
+      ctx->set_verify_mode(ssl::verify_none);
+      break;
+    case ClientAuth::request:
+      ctx->set_verify_mode(ssl::verify_peer);
+      ctx->set_verify_callback(accept_any);
+      break;
+    case ClientAuth::require_any:
+      ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+      ctx->set_verify_callback(accept_any);
+      break;
+    case ClientAuth::verify_if_given:
+      ctx->set_verify_mode(ssl::verify_peer);
+      break;
+    case ClientAuth::require_and_verify:
+      ctx->set_verify_mode(ssl::verify_peer | ssl::verify_fail_if_no_peer_cert);
+      break;
+  }
+  return ctx;
+}
+
+// What a connection is served with, fixed when it is accepted; a reload makes a new one.
+struct Settings {
+  std::shared_ptr<ssl::context> tls;  // null: plain HTTP
+  std::shared_ptr<BasicAuth> auth;    // null: no auth
+  std::map<std::string, std::string> headers;
+};
+
+std::shared_ptr<const Settings> make_settings(const WebConfig& web) {
+  auto settings = std::make_shared<Settings>();
+  if (web.tls) settings->tls = make_tls_context(*web.tls);
+  if (!web.basic_auth_users.empty()) {
+    settings->auth = std::make_shared<BasicAuth>(web.basic_auth_users);
+  }
+  settings->headers = web.headers;
+  return settings;
+}
+
 }  // namespace
 
 class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
  public:
   Impl(asio::io_context& io, HttpServerOptions options, RenderMetrics render)
-      : io_(io), acceptor_(io), options_(std::move(options)), render_(std::move(render)) {}
+      : io_(io),
+        acceptor_(io),
+        options_(std::move(options)),
+        render_(std::move(render)),
+        settings_(make_settings(options_.web)) {}
+
+  // Ends the auth thread before the io_context can go away: a bcrypt check finishing later
+  // would post into a destroyed loop.
+  void shutdown() {
+    close();
+    auth_pool_.stop();
+    auth_pool_.join();
+  }
+
+  void set_web_config(const WebConfig& web) { settings_ = make_settings(web); }
 
   void listen() {
     tcp::endpoint endpoint;
@@ -102,13 +184,19 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   const Stats& stats() const { return stats_; }
 
  private:
+  template <class Stream>
   struct Connection {
-    explicit Connection(tcp::socket socket) : stream(std::move(socket)) {}
-    beast::tcp_stream stream;
+    template <class... Args>
+    Connection(std::shared_ptr<const Settings> s, Args&&... args)
+        : stream(std::forward<Args>(args)...), settings(std::move(s)) {}
+    Stream stream;
+    std::shared_ptr<const Settings> settings;
     beast::flat_buffer buffer{8192};
     std::optional<http::request_parser<http::empty_body>> parser;
     http::response<http::string_body> response;
   };
+  using PlainConnection = Connection<beast::tcp_stream>;
+  using TlsConnection = Connection<beast::ssl_stream<beast::tcp_stream>>;
 
   bool open_and_bind(const tcp::endpoint& endpoint, bool dual_stack,
                      boost::system::error_code& ec) {
@@ -126,27 +214,47 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
 
   void serve(tcp::socket socket) {
     ++open_connections_;
-    auto connection = std::make_shared<Connection>(std::move(socket));
-    read(connection);
+    auto settings = settings_;
+    if (!settings->tls) {
+      read(std::make_shared<PlainConnection>(settings, std::move(socket)));
+      return;
+    }
+    auto connection = std::make_shared<TlsConnection>(settings, std::move(socket), *settings->tls);
+    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
+    connection->stream.async_handshake(
+        ssl::stream_base::server, [self = shared_from_this(), connection](beast::error_code ec) {
+          if (ec) {
+            // Plain HTTP to the TLS port, an untrusted client certificate, a scanner.
+            ++self->stats_.tls_handshake_failures;
+            spdlog::debug("msg=\"TLS handshake failed\" error=\"{}\"", ec.message());
+            self->done(connection);
+            return;
+          }
+          self->read(connection);
+        });
   }
 
-  void done(const std::shared_ptr<Connection>& connection) {
+  template <class C>
+  void done(const std::shared_ptr<C>& connection) {
     boost::system::error_code ec;
-    connection->stream.socket().shutdown(tcp::socket::shutdown_both, ec);
-    connection->stream.close();
+    auto& socket = beast::get_lowest_layer(connection->stream).socket();
+    socket.shutdown(tcp::socket::shutdown_both, ec);
+    socket.close(ec);
     --open_connections_;
   }
 
-  void read(const std::shared_ptr<Connection>& connection) {
+  template <class C>
+  void read(const std::shared_ptr<C>& connection) {
     connection->parser.emplace();
     connection->parser->header_limit(8 * 1024);
     connection->parser->body_limit(0);
-    connection->stream.expires_after(options_.request_timeout);
+    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
     http::async_read(connection->stream, connection->buffer, *connection->parser,
                      [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
                        if (ec) {
                          if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
-                             ec != asio::error::connection_reset) {
+                             ec != asio::error::connection_reset &&
+                             ec != asio::ssl::error::stream_truncated) {
                            ++self->stats_.bad_request;
                            self->respond_error(connection, http::status::bad_request,
                                                "bad request: " + ec.message() + "\n");
@@ -159,8 +267,8 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
                      });
   }
 
-  void respond_error(const std::shared_ptr<Connection>& connection, http::status status,
-                     std::string body) {
+  template <class C>
+  void respond_error(const std::shared_ptr<C>& connection, http::status status, std::string body) {
     auto& res = connection->response;
     res = {};
     res.version(11);
@@ -172,7 +280,50 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     write(connection);
   }
 
-  void handle(const std::shared_ptr<Connection>& connection) {
+  template <class C>
+  void handle(const std::shared_ptr<C>& connection) {
+    const auto& auth = connection->settings->auth;
+    if (!auth) {
+      respond(connection);
+      return;
+    }
+    const auto& req = connection->parser->get();
+    auto header = req[http::field::authorization];
+    auto credentials = BasicAuth::parse_header(std::string_view(header.data(), header.size()));
+    if (!credentials) {
+      unauthorized(connection);
+      return;
+    }
+    asio::post(auth_pool_, [self = shared_from_this(), connection, auth,
+                            credentials = std::move(*credentials)] {
+      bool ok = auth->verify(credentials.first, credentials.second);
+      asio::post(self->io_, [self, connection, ok] {
+        if (!ok) {
+          spdlog::debug("msg=\"HTTP basic auth failed\"");
+          self->unauthorized(connection);
+          return;
+        }
+        self->respond(connection);
+      });
+    });
+  }
+
+  template <class C>
+  void unauthorized(const std::shared_ptr<C>& connection) {
+    ++stats_.unauthorized;
+    auto& res = connection->response;
+    res = {};
+    res.version(connection->parser->get().version());
+    res.result(http::status::unauthorized);
+    res.set(http::field::www_authenticate, "Basic realm=\"ibfabricd\", charset=\"UTF-8\"");
+    res.set(http::field::content_type, "text/plain; charset=utf-8");
+    res.keep_alive(connection->parser->get().keep_alive());
+    res.body() = "unauthorized\n";
+    finish_response(connection);
+  }
+
+  template <class C>
+  void respond(const std::shared_ptr<C>& connection) {
     const auto& req = connection->parser->get();
     auto& res = connection->response;
     res = {};
@@ -205,8 +356,15 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       res.body() = "not found: try /metrics\n";
     }
+    finish_response(connection);
+  }
+
+  template <class C>
+  void finish_response(const std::shared_ptr<C>& connection) {
+    auto& res = connection->response;
+    for (const auto& [name, value] : connection->settings->headers) res.set(name, value);
     res.prepare_payload();
-    if (req.method() == http::verb::head) {
+    if (connection->parser->get().method() == http::verb::head) {
       auto length = res.body().size();
       res.body().clear();
       res.content_length(length);
@@ -214,8 +372,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     write(connection);
   }
 
-  void write(const std::shared_ptr<Connection>& connection) {
-    connection->stream.expires_after(options_.request_timeout);
+  template <class C>
+  void write(const std::shared_ptr<C>& connection) {
+    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
     http::async_write(connection->stream, connection->response,
                       [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
                         if (ec || !connection->response.keep_alive()) {
@@ -230,6 +389,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   tcp::acceptor acceptor_;
   HttpServerOptions options_;
   RenderMetrics render_;
+  std::shared_ptr<const Settings> settings_;
+  // bcrypt runs here, never on the event loop; one thread bounds the CPU a flood can take.
+  asio::thread_pool auth_pool_{1};
   std::size_t open_connections_ = 0;
   Stats stats_;
 };
@@ -240,10 +402,11 @@ HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, RenderMe
   impl_->accept();
 }
 
-HttpServer::~HttpServer() { impl_->close(); }
+HttpServer::~HttpServer() { impl_->shutdown(); }
 
 std::uint16_t HttpServer::port() const { return impl_->port(); }
 void HttpServer::close() { impl_->close(); }
+void HttpServer::set_web_config(const WebConfig& web) { impl_->set_web_config(web); }
 const HttpServer::Stats& HttpServer::stats() const { return impl_->stats(); }
 
 }  // namespace ibfabric

@@ -78,7 +78,7 @@ class DaemonTest(unittest.TestCase):
 
         result = self.run_binary("--check-config", "--config", os.path.join(self.tmp, "none"))
         self.assertEqual(result.returncode, 2)
-        self.assertIn("cannot read the config file", result.stderr)
+        self.assertIn("cannot read the file", result.stderr)
 
     def test_once_prints_valid_exposition_with_self_metrics(self):
         result = run_once(["--sysfs-root", self.sysfs])

@@ -105,7 +105,10 @@ def http_get(url, timeout=10, headers=None):
 class Daemon:
     """Runs ibfabricd in the background on a free loopback port. Use as a context manager."""
 
-    def __init__(self, args, env=None, cwd=None, binary=None, port=None):
+    def __init__(self, args, env=None, cwd=None, binary=None, port=None, ready_log=None):
+        """ready_log: wait for this text in the daemon's log instead of a plain-HTTP 200 from
+        /metrics (for TLS or auth)."""
+        self.ready_log = ready_log
         self.args = list(args)
         self.env = env
         self.cwd = cwd
@@ -131,12 +134,16 @@ class Daemon:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 raise RuntimeError(f"ibfabricd exited with {self.process.returncode}:\n{self.log()}")
-            try:
-                status, _, _ = http_get(self.url + "/metrics", timeout=2)
-                if status == 200:
+            if self.ready_log is not None:
+                if self.ready_log in self.log():
                     return self
-            except OSError:
-                pass
+            else:
+                try:
+                    status, _, _ = http_get(self.url + "/metrics", timeout=2)
+                    if status == 200:
+                        return self
+                except OSError:
+                    pass
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"ibfabricd did not serve /metrics within {timeout}s:\n{self.log()}")
