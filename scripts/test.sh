@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test: the second command of the README, and
-# what CI runs (.ci/run). Two builds: the release build runs the whole suite; a second build
-# with AddressSanitizer and UndefinedBehaviorSanitizer runs it again and fails on any report.
-#   IBFABRIC_SKIP_SANITIZE=1  skip the sanitizer build (quicker local runs)
+# what CI runs (.ci/run). Three builds, each running the whole suite: release; AddressSanitizer +
+# UndefinedBehaviorSanitizer; ThreadSanitizer (the MAD engine's receiver threads, the HTTP
+# server's bcrypt thread). Any sanitizer report fails the run, also one written by a daemon that
+# a test started and stopped: reports go to files that are checked after each suite.
+#   IBFABRIC_SKIP_SANITIZE=1  skip the sanitizer builds (quicker local runs)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -16,15 +18,35 @@ cmake --build "$root/build" -j "$jobs"
 echo "== tests (release build)"
 ctest --test-dir "$root/build" --output-on-failure -j "$jobs" --timeout 600
 
+# Runs the suite of build dir $1 with sanitizer reports written under $1/sanitizer-reports.
+sanitized_suite() {
+  local dir=$1 reports=$1/sanitizer-reports
+  rm -rf "$reports" && mkdir -p "$reports"
+  # The ibsim shim is LD_PRELOADed ahead of the ASan runtime in integration tests.
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$reports/asan" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan" \
+    ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 900
+  if compgen -G "$reports/*" >/dev/null; then
+    echo "== sanitizer reports in $reports:" >&2
+    cat "$reports"/* >&2
+    exit 1
+  fi
+}
+
 if [[ "${IBFABRIC_SKIP_SANITIZE:-0}" != 1 ]]; then
   echo "== sanitizer build (ASan + UBSan)"
   cmake -S "$root" -B "$root/build-sanitize" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
     -DIBFABRIC_SANITIZE=ON >/dev/null
   cmake --build "$root/build-sanitize" -j "$jobs"
-  echo "== tests (sanitizer build)"
-  # The ibsim shim is LD_PRELOADed ahead of the ASan runtime in integration tests.
-  export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0"
-  export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-  ctest --test-dir "$root/build-sanitize" --output-on-failure -j "$jobs" --timeout 900
+  echo "== tests (ASan + UBSan build)"
+  sanitized_suite "$root/build-sanitize"
+
+  echo "== sanitizer build (TSan)"
+  cmake -S "$root" -B "$root/build-tsan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DIBFABRIC_TSAN=ON >/dev/null
+  cmake --build "$root/build-tsan" -j "$jobs"
+  echo "== tests (TSan build)"
+  sanitized_suite "$root/build-tsan"
 fi
 echo "== all tests passed"
