@@ -2,6 +2,7 @@
 
 #include "collectors/sysfs/sysfs_parse.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -152,40 +153,25 @@ const FamilyDoc kFamilies[] = {
 
 std::string error_text(int error) { return std::strerror(error); }
 
-struct FileContent {
-  std::string text;
-  int error = 0;  // errno of open/read, 0 when read
-};
-
-// Sysfs attributes are generated on read and are at most a page; one read() is one answer.
-FileContent read_file(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return {{}, errno};
-  FileContent content;
-  char buffer[4096];
-  for (;;) {
-    ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      content.error = errno;
-      break;
-    }
-    if (n == 0) break;
-    content.text.append(buffer, static_cast<std::size_t>(n));
-    if (content.text.size() >= 65536) break;  // not a sysfs attribute; the parser will refuse it
-  }
-  ::close(fd);
-  return content;
-}
-
 // Directory entries by name; nullopt with `error` set when the directory cannot be listed.
+// readdir rather than std::filesystem: this runs for every port on every collection.
 std::optional<std::vector<std::string>> list_dir(const std::string& path, std::error_code& error) {
+  DIR* dir = ::opendir(path.c_str());
+  if (!dir) {
+    error = std::error_code(errno, std::generic_category());
+    return std::nullopt;
+  }
   std::vector<std::string> names;
-  fs::directory_iterator it(path, error);
-  if (error) return std::nullopt;
-  for (; it != fs::directory_iterator(); it.increment(error)) {
-    if (error) return std::nullopt;
-    names.push_back(it->path().filename().string());
+  errno = 0;
+  while (const dirent* entry = ::readdir(dir)) {
+    std::string_view name(entry->d_name);
+    if (name != "." && name != "..") names.emplace_back(name);
+  }
+  int read_error = errno;
+  ::closedir(dir);
+  if (read_error) {
+    error = std::error_code(read_error, std::generic_category());
+    return std::nullopt;
   }
   std::sort(names.begin(), names.end());
   return names;
@@ -249,6 +235,7 @@ class CollectionPass {
       if (self_.only_devices_.contains(device)) self_.missing_devices_logged_.erase(device);
       collect_device(device, class_dir + "/" + device);
     }
+    self_.reader_.close_unused();
     return CollectResult{std::move(out_).take(), true, {}};
   }
 
@@ -275,7 +262,7 @@ class CollectionPass {
   // unless `optional`.
   std::optional<std::string> text(const std::string& path, const std::string& device,
                                   const std::string& port, bool optional = false) {
-    FileContent content = read_file(path);
+    FileContent content = self_.reader_.read(path);
     if (content.error == ENOENT && optional) {
       // Missing is normal for driver attributes such as board_id: not an error, and no
       // longer bad if it was.
@@ -478,7 +465,8 @@ class CollectionPass {
 
 SysfsCollector::SysfsCollector(std::string sysfs_root, std::vector<std::string> devices)
     : class_dir_(std::move(sysfs_root) + "/class/infiniband"),
-      only_devices_(devices.begin(), devices.end()) {}
+      only_devices_(devices.begin(), devices.end()),
+      reader_(default_max_open_attributes()) {}
 
 void SysfsCollector::collect(Done done) {
   CollectResult result;

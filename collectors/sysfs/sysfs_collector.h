@@ -5,6 +5,7 @@
 // Metrics are documented in docs/metrics-sysfs.md.
 
 #include "collectors/collector.h"
+#include "collectors/sysfs/attribute_reader.h"
 
 #include <cstdint>
 #include <map>
@@ -39,6 +40,7 @@ class SysfsCollector final : public Collector {
   // not on every poll.
   std::set<std::string> bad_files_;
   std::set<std::string> missing_devices_logged_;
+  AttributeReader reader_;
 };
 
 }  // namespace ibfabric::sysfs

@@ -2,26 +2,184 @@
 
 #include "ibfabric/version.h"
 
-#include <prometheus/text_serializer.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <charconv>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 namespace ibfabric {
 
+namespace {
+
+// The text exposition format (version 0.0.4), written straight from the snapshots: families
+// of one name from several snapshots are grouped under one HELP/TYPE without copying them, and
+// numbers are written with std::to_chars (shortest form that reads back exactly).
+
+void append_escaped(std::string& out, std::string_view text, bool quote) {
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (quote && c == '"') {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+}
+
+void append_number(std::string& out, double value) {
+  if (std::isnan(value)) {
+    out += "NaN";
+  } else if (std::isinf(value)) {
+    out += value > 0 ? "+Inf" : "-Inf";
+  } else {
+    char buffer[32];
+    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+    out.append(buffer, ec == std::errc() ? end : buffer);
+  }
+}
+
+void append_sample(std::string& out, const std::string& name, std::string_view suffix,
+                   const prometheus::ClientMetric& metric, const char* extra_name,
+                   double extra_value, double value) {
+  out += name;
+  out += suffix;
+  if (!metric.label.empty() || extra_name) {
+    out += '{';
+    bool first = true;
+    for (const auto& label : metric.label) {
+      if (!first) out += ',';
+      first = false;
+      out += label.name;
+      out += "=\"";
+      append_escaped(out, label.value, true);
+      out += '"';
+    }
+    if (extra_name) {
+      if (!first) out += ',';
+      out += extra_name;
+      out += "=\"";
+      append_number(out, extra_value);
+      out += '"';
+    }
+    out += '}';
+  }
+  out += ' ';
+  append_number(out, value);
+  if (metric.timestamp_ms) {
+    out += ' ';
+    out += std::to_string(metric.timestamp_ms);
+  }
+  out += '\n';
+}
+
+const char* type_name(prometheus::MetricType type) {
+  switch (type) {
+    case prometheus::MetricType::Counter:
+      return "counter";
+    case prometheus::MetricType::Gauge:
+      return "gauge";
+    case prometheus::MetricType::Histogram:
+      return "histogram";
+    case prometheus::MetricType::Summary:
+      return "summary";
+    default:
+      return "untyped";
+  }
+}
+
+void append_metric(std::string& out, const prometheus::MetricFamily& family,
+                   const prometheus::ClientMetric& m) {
+  const std::string& name = family.name;
+  switch (family.type) {
+    case prometheus::MetricType::Counter:
+      append_sample(out, name, "", m, nullptr, 0, m.counter.value);
+      break;
+    case prometheus::MetricType::Gauge:
+      append_sample(out, name, "", m, nullptr, 0, m.gauge.value);
+      break;
+    case prometheus::MetricType::Histogram: {
+      bool has_inf = false;
+      for (const auto& b : m.histogram.bucket) {
+        has_inf = has_inf || std::isinf(b.upper_bound);
+        append_sample(out, name, "_bucket", m, "le", b.upper_bound,
+                      static_cast<double>(b.cumulative_count));
+      }
+      if (!has_inf) {
+        append_sample(out, name, "_bucket", m, "le", std::numeric_limits<double>::infinity(),
+                      static_cast<double>(m.histogram.sample_count));
+      }
+      append_sample(out, name, "_sum", m, nullptr, 0, m.histogram.sample_sum);
+      append_sample(out, name, "_count", m, nullptr, 0,
+                    static_cast<double>(m.histogram.sample_count));
+      break;
+    }
+    case prometheus::MetricType::Summary:
+      for (const auto& q : m.summary.quantile) {
+        append_sample(out, name, "", m, "quantile", q.quantile, q.value);
+      }
+      append_sample(out, name, "_sum", m, nullptr, 0, m.summary.sample_sum);
+      append_sample(out, name, "_count", m, nullptr, 0,
+                    static_cast<double>(m.summary.sample_count));
+      break;
+    default:
+      append_sample(out, name, "", m, nullptr, 0, m.untyped.value);
+      break;
+  }
+}
+
+}  // namespace
+
 std::string render_text(const std::vector<SnapshotPtr>& snapshots,
                         const std::vector<LiveMetrics>& live) {
-  MetricFamilies families;
-  for (const auto& snapshot : snapshots) {
-    if (snapshot) merge_families(families, snapshot->families);
-  }
   MetricsBuilder self;
   for (const auto& fill : live) fill(self);
-  merge_families(families, std::move(self).take());
-  return prometheus::TextSerializer().Serialize(families);
+  const MetricFamilies live_families = std::move(self).take();
+
+  // Families by name in first-seen order; a name seen again (the health families every
+  // runner publishes) adds its samples under the first one's HELP and TYPE.
+  std::vector<std::vector<const prometheus::MetricFamily*>> groups;
+  std::unordered_map<std::string_view, std::size_t> index;
+  auto add = [&](const MetricFamilies& families) {
+    for (const auto& family : families) {
+      auto [it, inserted] = index.emplace(family.name, groups.size());
+      if (inserted) groups.emplace_back();
+      groups[it->second].push_back(&family);
+    }
+  };
+  for (const auto& snapshot : snapshots) {
+    if (snapshot) add(snapshot->families);
+  }
+  add(live_families);
+
+  std::string out;
+  out.reserve(64 * 1024);
+  for (const auto& group : groups) {
+    const auto& first = *group.front();
+    out += "# HELP ";
+    out += first.name;
+    out += ' ';
+    append_escaped(out, first.help, false);
+    out += "\n# TYPE ";
+    out += first.name;
+    out += ' ';
+    out += type_name(first.type);
+    out += '\n';
+    for (const auto* family : group) {
+      if (family->type != first.type) continue;  // a clash: the first type wins
+      for (const auto& metric : family->metric) append_metric(out, first, metric);
+    }
+  }
+  return out;
 }
 
 namespace {
@@ -39,17 +197,21 @@ std::vector<std::string> proc_self_stat_fields() {
   return fields;  // fields[0] is "state" (field 3 of proc(5))
 }
 
+// /proc/stat is long and btime never changes: read it once.
 double boot_time_seconds() {
-  std::ifstream in("/proc/stat");
-  for (std::string key; in >> key;) {
-    if (key == "btime") {
-      double value = 0;
-      in >> value;
-      return value;
+  static const double boot_time = [] {
+    std::ifstream in("/proc/stat");
+    for (std::string key; in >> key;) {
+      if (key == "btime") {
+        double value = 0;
+        in >> value;
+        return value;
+      }
+      in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
     }
-    in.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
-  }
-  return 0;
+    return 0.0;
+  }();
+  return boot_time;
 }
 
 }  // namespace
