@@ -39,7 +39,8 @@ struct Attribute {
 // enclosing structure in error messages ("IFLA_VF_INFO").
 class AttributeReader {
  public:
-  AttributeReader(Bytes bytes, std::string_view where) : bytes_(bytes), where_(where) {}
+  // `where` is copied: callers build it on the fly.
+  AttributeReader(Bytes bytes, std::string where) : bytes_(bytes), where_(std::move(where)) {}
 
   bool next(Attribute& attribute) {
     const std::size_t left = bytes_.size() - offset_;
@@ -67,14 +68,14 @@ class AttributeReader {
   }
 
   [[noreturn]] void fail(const std::string& what) const {
-    throw NetlinkError(std::string(where_) + ": " + what + " (at byte " + std::to_string(offset_) +
-                       " of " + std::to_string(bytes_.size()) + ")");
+    throw NetlinkError(where_ + ": " + what + " (at byte " + std::to_string(offset_) + " of " +
+                       std::to_string(bytes_.size()) + ")");
   }
 
   // A payload of at least `size` bytes (kernels may append fields to the structs).
   void need(const Attribute& attribute, std::size_t size, std::string_view name) const {
     if (attribute.payload.size() < size) {
-      throw NetlinkError(std::string(where_) + ": " + std::string(name) + " payload is " +
+      throw NetlinkError(where_ + ": " + std::string(name) + " payload is " +
                          std::to_string(attribute.payload.size()) + " bytes, expected at least " +
                          std::to_string(size) + " (at byte " + std::to_string(at_) + ")");
     }
@@ -82,7 +83,7 @@ class AttributeReader {
 
  private:
   Bytes bytes_;
-  std::string_view where_;
+  std::string where_;
   std::size_t offset_ = 0;
   std::size_t at_ = 0;
 };
@@ -266,9 +267,7 @@ bool parse_dump_datagram(Bytes datagram, std::uint32_t sequence, std::vector<PfL
       throw NetlinkError("netlink message length " + std::to_string(header.nlmsg_len) +
                          " does not fit the " + std::to_string(left) + " bytes left" + at);
     }
-    const Bytes payload =
-        datagram.subspan(offset + NLMSG_HDRLEN,
-                         header.nlmsg_len - std::min<std::size_t>(header.nlmsg_len, NLMSG_HDRLEN));
+    const Bytes payload = datagram.subspan(offset + NLMSG_HDRLEN, header.nlmsg_len - NLMSG_HDRLEN);
     offset = std::min(datagram.size(), offset + NLMSG_ALIGN(header.nlmsg_len));
     if (header.nlmsg_seq != sequence) continue;  // a late answer to an earlier request
 

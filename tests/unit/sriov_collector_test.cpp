@@ -346,7 +346,6 @@ TEST(SriovCollector, SysfsMetricsOfTheInfiniBandPf) {
 }
 
 TEST(SriovCollector, NetlinkCountersJoinTheSysfsPciAddress) {
-  boost::asio::io_context io;
   SriovCollector collector(fixture("sriov-ib"), replay(dump_bytes("ibp175s0", {0, 7})));
   const CollectResult result = collect(collector);
   EXPECT_TRUE(result.success) << result.error;
