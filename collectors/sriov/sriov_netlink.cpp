@@ -318,35 +318,18 @@ std::vector<std::uint8_t> build_getlink_dump_request(std::uint32_t sequence) {
   return {bytes, bytes + raw->nlmsg_len};
 }
 
-std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
+namespace {
+
+NetlinkError system_error(const std::string& what) {
+  return NetlinkError(what + ": " + std::strerror(errno));
+}
+
+}  // namespace
+
+std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::chrono::milliseconds timeout) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = Clock::now() + timeout;
-  auto system_error = [](const std::string& what) {
-    return NetlinkError(what + ": " + std::strerror(errno));
-  };
-
-  const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
-  if (fd < 0) throw system_error("cannot open a NETLINK_ROUTE socket");
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-
-  sockaddr_nl local{};
-  local.nl_family = AF_NETLINK;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) < 0) {
-    throw system_error("cannot bind the netlink socket");
-  }
-  // The sequence number only has to tell this socket's answers apart; the clock is enough.
-  const auto sequence = static_cast<std::uint32_t>(Clock::now().time_since_epoch().count());
-  const auto request = build_getlink_dump_request(sequence);
-  sockaddr_nl kernel{};
-  kernel.nl_family = AF_NETLINK;
-  if (::sendto(fd, request.data(), request.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
-               sizeof kernel) < 0) {
-    throw system_error("cannot send RTM_GETLINK");
-  }
-
   std::vector<PfLink> links;
   std::vector<std::uint8_t> buffer(32768);
   for (;;) {
@@ -373,8 +356,9 @@ std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
       }
       throw system_error("cannot receive the link dump");
     }
-    if (static_cast<std::size_t>(size) > buffer.size())
+    if (static_cast<std::size_t>(size) > buffer.size()) {
       buffer.resize(static_cast<std::size_t>(size));
+    }
     sockaddr_nl from{};
     iovec io{buffer.data(), buffer.size()};
     msghdr header{};
@@ -394,6 +378,34 @@ std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
       return links;
     }
   }
+}
+
+std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + timeout;
+
+  const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) throw system_error("cannot open a NETLINK_ROUTE socket");
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+
+  sockaddr_nl local{};
+  local.nl_family = AF_NETLINK;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) < 0) {
+    throw system_error("cannot bind the netlink socket");
+  }
+  // The sequence number only has to tell this socket's answers apart; the clock is enough.
+  const auto sequence = static_cast<std::uint32_t>(Clock::now().time_since_epoch().count());
+  const auto request = build_getlink_dump_request(sequence);
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  if (::sendto(fd, request.data(), request.size(), 0, reinterpret_cast<sockaddr*>(&kernel),
+               sizeof kernel) < 0) {
+    throw system_error("cannot send RTM_GETLINK");
+  }
+  return receive_dump(fd, sequence, deadline, timeout);
 }
 
 }  // namespace ibfabric::sriov

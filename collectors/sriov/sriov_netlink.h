@@ -72,4 +72,11 @@ std::optional<PfLink> parse_newlink(std::span<const std::uint8_t> payload);
 // costs at most `timeout`. Throws NetlinkError on any failure.
 std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout);
 
+// The receiving half of dump_links_with_vfs, on any datagram socket `fd` (tests use a
+// socketpair): reads datagrams until NLMSG_DONE of `sequence`, each receive bounded by
+// SO_RCVTIMEO = what is left until `deadline`; `timeout` only words the error.
+std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
+                                 std::chrono::steady_clock::time_point deadline,
+                                 std::chrono::milliseconds timeout);
+
 }  // namespace ibfabric::sriov

@@ -12,6 +12,10 @@
 #include <netlink/attr.h>
 #include <netlink/msg.h>
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -24,10 +28,12 @@ using Message = std::unique_ptr<nl_msg, decltype(&nlmsg_free)>;
 
 constexpr std::uint32_t kSeq = 4242;
 
+// Room for a PF with hundreds of VFs (nlmsg_alloc_simple allocates one page).
 Message new_message(int type, int flags = NLM_F_MULTI) {
-  Message message(nlmsg_alloc_simple(type, flags), &nlmsg_free);
-  if (!message) throw std::runtime_error("nlmsg_alloc_simple failed");
-  nlmsg_hdr(message.get())->nlmsg_seq = kSeq;
+  Message message(nlmsg_alloc_size(1 << 18), &nlmsg_free);
+  if (!message || !nlmsg_put(message.get(), NL_AUTO_PORT, kSeq, type, 0, flags)) {
+    throw std::runtime_error("cannot allocate a netlink message");
+  }
   return message;
 }
 
@@ -400,6 +406,87 @@ TEST(SriovNetlink, CorruptedBytesNeverCrash) {
     } catch (const NetlinkError&) {
     }
   }
+}
+
+// --- receiving ---------------------------------------------------------------------------
+
+// A datagram socket pair standing in for the netlink socket: the test writes the kernel's
+// side.
+class SocketPair {
+ public:
+  SocketPair() {
+    if (::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, fds_) != 0) {
+      throw std::runtime_error("socketpair failed");
+    }
+    const int size = 1 << 20;
+    ::setsockopt(fds_[1], SOL_SOCKET, SO_SNDBUF, &size, sizeof size);
+  }
+  ~SocketPair() {
+    ::close(fds_[0]);
+    ::close(fds_[1]);
+  }
+  int reader() const { return fds_[0]; }
+  void send(const Bytes& datagram) const {
+    ASSERT_EQ(::send(fds_[1], datagram.data(), datagram.size(), 0),
+              static_cast<ssize_t>(datagram.size()));
+  }
+
+ private:
+  int fds_[2];
+};
+
+TEST(SriovNetlinkReceive, NothingArrivingCostsAtMostTheTimeout) {
+  SocketPair pair;
+  const auto timeout = std::chrono::milliseconds(150);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    receive_dump(pair.reader(), kSeq, start + timeout, timeout);
+    ADD_FAILURE() << "no exception";
+  } catch (const NetlinkError& e) {
+    EXPECT_STREQ(e.what(), "no answer to RTM_GETLINK within 150ms");
+  }
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_GE(elapsed, std::chrono::milliseconds(140));
+  EXPECT_LT(elapsed, std::chrono::seconds(2));
+}
+
+TEST(SriovNetlinkReceive, ADumpWithoutDoneHitsTheDeadline) {
+  SocketPair pair;
+  pair.send(newlink(5, "ibp175s0", kTwoVfs));
+  const auto timeout = std::chrono::milliseconds(100);
+  EXPECT_THROW(
+      receive_dump(pair.reader(), kSeq, std::chrono::steady_clock::now() + timeout, timeout),
+      NetlinkError);
+}
+
+// 200 VFs make a datagram of about 50 KB, more than the first receive buffer: its size is
+// peeked, the buffer grows, nothing is truncated. (The kernel cannot send much more for one
+// link: IFLA_VFINFO_LIST is one attribute, and an attribute's length is 16 bits.) A stale
+// answer of another sequence comes first.
+TEST(SriovNetlinkReceive, LargeDatagramsAreReadWhole) {
+  std::vector<VfSpec> many;
+  for (std::uint32_t i = 0; i < 200; ++i) {
+    many.push_back({i, static_cast<std::uint8_t>(i), IFLA_VF_LINK_STATE_AUTO, 1, 0, i * 10ull});
+  }
+  const Bytes big = newlink(5, "ibp175s0", many);
+  ASSERT_GT(big.size(), 32768u);
+  SocketPair pair;
+  Bytes stale = newlink(4, "old0", kTwoVfs);
+  nlmsghdr header;
+  std::memcpy(&header, stale.data(), sizeof header);
+  header.nlmsg_seq = kSeq + 1;
+  std::memcpy(stale.data(), &header, sizeof header);
+  pair.send(stale);
+  pair.send(big);
+  pair.send(done_message());
+  const auto timeout = std::chrono::milliseconds(2000);
+  const auto links =
+      receive_dump(pair.reader(), kSeq, std::chrono::steady_clock::now() + timeout, timeout);
+  ASSERT_EQ(links.size(), 1u);
+  EXPECT_EQ(links[0].ifname, "ibp175s0");
+  ASSERT_EQ(links[0].vfs.size(), 200u);
+  EXPECT_EQ(links[0].vfs[199].vf, 199u);
+  EXPECT_EQ(links[0].vfs[199].stats->tx_dropped, 1998u);
 }
 
 }  // namespace
