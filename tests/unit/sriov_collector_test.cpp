@@ -511,11 +511,26 @@ TEST(SriovCollector, ConfigKeys) {
   EXPECT_NO_THROW(make(fixture("sriov-ib"), "{netlink: true, netlink_timeout: 250ms}"));
 }
 
-// The live kernel of this machine: its interfaces have no VFs, so the dump succeeds and
-// yields nothing.
+// The live kernel of this machine. The dump must succeed; links with VFs are expected only if
+// this machine's sysfs shows a net device whose PCI function has VFs enabled (none on the
+// development machine, where the dump comes back empty).
 TEST(SriovNetlinkLive, TheLocalKernelAnswersTheDump) {
+  bool vfs_in_sysfs = false;
+  std::error_code ignored;
+  for (fs::directory_iterator it("/sys/class/net", ignored), end; !ignored && it != end;
+       it.increment(ignored)) {
+    std::ifstream numvfs(it->path() / "device/sriov_numvfs");
+    unsigned count = 0;
+    if (numvfs >> count && count > 0) vfs_in_sysfs = true;
+  }
   const auto links = dump_links_with_vfs(std::chrono::milliseconds(2000));
-  for (const auto& link : links) ADD_FAILURE() << link.ifname << " has VFs on this machine";
+  for (const auto& link : links) {
+    EXPECT_FALSE(link.ifname.empty());
+    EXPECT_TRUE(link.num_vf.value_or(0) > 0 || !link.vfs.empty()) << link.ifname;
+  }
+  if (!vfs_in_sysfs) {
+    EXPECT_TRUE(links.empty());
+  }
 }
 
 }  // namespace
