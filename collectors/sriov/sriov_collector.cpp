@@ -1,0 +1,273 @@
+#include "collectors/sriov/sriov_collector.h"
+
+#include "collectors/sriov/sriov_netlink.h"
+#include "collectors/sriov/sriov_sysfs.h"
+
+#include <linux/if_link.h>
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <string_view>
+
+namespace ibfabric::sriov {
+namespace {
+
+using prometheus::MetricType;
+
+constexpr std::string_view kPfInfo = "ibfabric_sriov_pf_info";
+constexpr std::string_view kPfVfsSupported = "ibfabric_sriov_pf_vfs_supported";
+constexpr std::string_view kPfVfsEnabled = "ibfabric_sriov_pf_vfs_enabled";
+constexpr std::string_view kVfInfo = "ibfabric_sriov_vf_info";
+constexpr std::string_view kVfLinkPolicy = "ibfabric_sriov_vf_link_policy";
+constexpr std::string_view kReadErrors = "ibfabric_sriov_read_errors_total";
+constexpr std::string_view kVfNetlinkInfo = "ibfabric_sriov_vf_netlink_info";
+constexpr std::string_view kVfLinkState = "ibfabric_sriov_vf_link_state";
+constexpr std::string_view kVfTrusted = "ibfabric_sriov_vf_trusted";
+constexpr std::string_view kVfSpoofCheck = "ibfabric_sriov_vf_spoof_check";
+constexpr std::string_view kNetlinkErrors = "ibfabric_sriov_netlink_errors_total";
+
+struct FamilyDoc {
+  std::string_view name;
+  std::string_view help;
+  MetricType type;
+};
+
+const FamilyDoc kFamilies[] = {
+    {kPfInfo,
+     "One per SR-IOV physical function (sysfs), value 1: pf (its uplink net interface, or its "
+     "PCI address when it has none), pci_address, rdma_device.",
+     MetricType::Gauge},
+    {kPfVfsSupported, "VFs the physical function supports (sysfs device/sriov_totalvfs).",
+     MetricType::Gauge},
+    {kPfVfsEnabled, "VFs enabled on the physical function (sysfs device/sriov_numvfs).",
+     MetricType::Gauge},
+    {kVfInfo,
+     "One per enabled VF (sysfs virtfnN), value 1: its PCI address, the net interface and RDMA "
+     "device it became (empty when no driver is bound), node and port GUID and link_policy "
+     "(mlx5 sriov/<vf>/{node,port,policy}; empty when the driver has none).",
+     MetricType::Gauge},
+    {kVfLinkPolicy,
+     "Port state policy of the VF (mlx5 sysfs sriov/<vf>/policy): 0 Down, 1 Up, 2 Follow "
+     "(the physical port).",
+     MetricType::Gauge},
+    {kReadErrors,
+     "SR-IOV sysfs files of this physical function that were unreadable or garbled, counted "
+     "on every collection since the daemon started.",
+     MetricType::Counter},
+    {kVfNetlinkInfo,
+     "One per VF the kernel reports over rtnetlink (IFLA_VF_INFO), value 1: mac, link_state "
+     "name, and the node/port GUIDs the kernel reports (IFLA_VF_IB_*_GUID; empty if none).",
+     MetricType::Gauge},
+    {kVfLinkState,
+     "Administrative link state of the VF (rtnetlink IFLA_VF_LINK_STATE): 0 auto (follows the "
+     "uplink), 1 enable (always up), 2 disable (always down).",
+     MetricType::Gauge},
+    {kVfTrusted, "1 if the VF is trusted (rtnetlink IFLA_VF_TRUST), 0 if not.", MetricType::Gauge},
+    {kVfSpoofCheck, "1 if MAC spoof checking is on for the VF (rtnetlink IFLA_VF_SPOOFCHK).",
+     MetricType::Gauge},
+    {kNetlinkErrors,
+     "RTM_GETLINK dumps that failed (no answer within netlink_timeout, socket error, or "
+     "malformed answer) since the daemon started.",
+     MetricType::Counter},
+};
+
+struct StatCounter {
+  std::string_view name;
+  std::string_view help;
+  std::optional<std::uint64_t> VfStats::*field;
+};
+
+const StatCounter kStatCounters[] = {
+    {"ibfabric_sriov_vf_receive_packets_total",
+     "Packets received by the VF (rtnetlink IFLA_VF_STATS_RX_PACKETS).", &VfStats::rx_packets},
+    {"ibfabric_sriov_vf_transmit_packets_total",
+     "Packets transmitted by the VF (IFLA_VF_STATS_TX_PACKETS).", &VfStats::tx_packets},
+    {"ibfabric_sriov_vf_receive_bytes_total", "Bytes received by the VF (IFLA_VF_STATS_RX_BYTES).",
+     &VfStats::rx_bytes},
+    {"ibfabric_sriov_vf_transmit_bytes_total",
+     "Bytes transmitted by the VF (IFLA_VF_STATS_TX_BYTES).", &VfStats::tx_bytes},
+    {"ibfabric_sriov_vf_receive_broadcast_packets_total",
+     "Broadcast packets received by the VF (IFLA_VF_STATS_BROADCAST).", &VfStats::broadcast},
+    {"ibfabric_sriov_vf_receive_multicast_packets_total",
+     "Multicast packets received by the VF (IFLA_VF_STATS_MULTICAST).", &VfStats::multicast},
+    {"ibfabric_sriov_vf_receive_dropped_packets_total",
+     "Received packets the VF dropped (IFLA_VF_STATS_RX_DROPPED, Linux 5.6+).",
+     &VfStats::rx_dropped},
+    {"ibfabric_sriov_vf_transmit_dropped_packets_total",
+     "Packets to transmit the VF dropped (IFLA_VF_STATS_TX_DROPPED, Linux 5.6+).",
+     &VfStats::tx_dropped},
+};
+
+std::string_view link_state_name(std::uint32_t state) {
+  switch (state) {
+    case IFLA_VF_LINK_STATE_AUTO:
+      return "auto";
+    case IFLA_VF_LINK_STATE_ENABLE:
+      return "enable";
+    case IFLA_VF_LINK_STATE_DISABLE:
+      return "disable";
+  }
+  return "unknown";
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string text;
+  for (const auto& name : names) {
+    if (!text.empty()) text += ',';
+    text += name;
+  }
+  return text;
+}
+
+}  // namespace
+
+SriovCollector::SriovCollector(std::string sysfs_root, NetlinkDump dump)
+    : sysfs_root_(std::move(sysfs_root)), dump_(std::move(dump)) {}
+
+void SriovCollector::collect(Done done) {
+  CollectResult result;
+  try {
+    result = run();
+  } catch (const std::exception& e) {
+    // Only allocation failure or a programming error gets here; never let it reach the loop.
+    result = CollectResult{MetricFamilies{}, false, std::string("sriov: ") + e.what()};
+  }
+  done(std::move(result));
+}
+
+CollectResult SriovCollector::run() {
+  MetricsBuilder out;
+  for (const auto& family : kFamilies) out.declare(family.name, family.help, family.type);
+  if (dump_) {
+    for (const auto& counter : kStatCounters) {
+      out.declare(counter.name, counter.help, MetricType::Counter);
+    }
+  }
+
+  // --- sysfs -------------------------------------------------------------------------------
+  SriovInventory inventory = read_inventory(sysfs_root_);
+  std::set<std::string> bad_now;
+  for (const auto& problem : inventory.problems) {
+    ++read_errors_[problem.pf];
+    bad_now.insert(problem.path);
+    if (!bad_files_.contains(problem.path)) {
+      spdlog::warn("sriov: cannot use file={} error=\"{}\"", problem.path, problem.what);
+    }
+  }
+  for (const auto& path : bad_files_) {
+    if (!bad_now.contains(path)) spdlog::info("sriov: file is good again file={}", path);
+  }
+  bad_files_ = std::move(bad_now);
+
+  std::map<std::string, const PfInventory*> pf_by_name;
+  for (const auto& pf : inventory.pfs) {
+    pf_by_name.emplace(pf.name(), &pf);
+    const Labels pf_labels{{"pf", pf.name()}};
+    out.info(kPfInfo, "",
+             {{"pf", pf.name()},
+              {"pci_address", pf.pci_address},
+              {"rdma_device", joined(pf.rdma_devices)}});
+    if (pf.total_vfs) out.gauge(kPfVfsSupported, "", pf_labels, static_cast<double>(*pf.total_vfs));
+    if (pf.enabled_vfs) {
+      out.gauge(kPfVfsEnabled, "", pf_labels, static_cast<double>(*pf.enabled_vfs));
+    }
+    for (const auto& vf : pf.vfs) {
+      const std::string index = std::to_string(vf.index);
+      out.info(kVfInfo, "",
+               {{"pf", pf.name()},
+                {"vf", index},
+                {"pci_address", vf.pci_address},
+                {"net_interface", joined(vf.net_interfaces)},
+                {"rdma_device", joined(vf.rdma_devices)},
+                {"node_guid", vf.node_guid.value_or("")},
+                {"port_guid", vf.port_guid.value_or("")},
+                {"link_policy", vf.policy ? std::string(link_policy_name(*vf.policy)) : ""}});
+      if (vf.policy) {
+        out.gauge(kVfLinkPolicy, "",
+                  {{"pf", pf.name()}, {"vf", index}, {"pci_address", vf.pci_address}},
+                  static_cast<double>(*vf.policy));
+      }
+    }
+  }
+  // Every present PF has its error counter, zero included; errors listing the class
+  // directories have pf="". A PF that is gone takes its series along.
+  for (const auto& pf : inventory.pfs) {
+    out.counter(kReadErrors, "", {{"pf", pf.name()}}, static_cast<double>(read_errors_[pf.name()]));
+  }
+  if (const auto found = read_errors_.find(""); found != read_errors_.end()) {
+    out.counter(kReadErrors, "", {{"pf", ""}}, static_cast<double>(found->second));
+  }
+
+  // --- netlink -------------------------------------------------------------------------------
+  CollectResult result;
+  result.success = true;
+  if (dump_) {
+    std::vector<PfLink> links;
+    try {
+      links = dump_();
+      if (!last_netlink_error_.empty()) spdlog::info("sriov: netlink link dump works again");
+      last_netlink_error_.clear();
+    } catch (const NetlinkError& e) {
+      ++netlink_errors_;
+      result.success = false;
+      result.error = std::string("sriov: netlink: ") + e.what();
+      last_netlink_error_ = e.what();
+    }
+    out.counter(kNetlinkErrors, "", {}, static_cast<double>(netlink_errors_));
+
+    for (const auto& link : links) {
+      const auto found = pf_by_name.find(link.ifname);
+      const PfInventory* pf = found == pf_by_name.end() ? nullptr : found->second;
+      for (const auto& vf : link.vfs) {
+        std::string pci_address;
+        if (pf) {
+          for (const auto& known : pf->vfs) {
+            if (known.index == vf.vf) pci_address = known.pci_address;
+          }
+        }
+        const Labels labels{
+            {"pf", link.ifname}, {"vf", std::to_string(vf.vf)}, {"pci_address", pci_address}};
+        Labels info = labels;
+        info.emplace_back("mac", vf.mac.value_or(""));
+        info.emplace_back("link_state",
+                          vf.link_state ? std::string(link_state_name(*vf.link_state)) : "");
+        info.emplace_back("node_guid", vf.node_guid.value_or(""));
+        info.emplace_back("port_guid", vf.port_guid.value_or(""));
+        out.info(kVfNetlinkInfo, "", info);
+        if (vf.link_state) out.gauge(kVfLinkState, "", labels, *vf.link_state);
+        if (vf.trust) out.gauge(kVfTrusted, "", labels, *vf.trust ? 1 : 0);
+        if (vf.spoof_check) out.gauge(kVfSpoofCheck, "", labels, *vf.spoof_check ? 1 : 0);
+        if (vf.stats) {
+          for (const auto& counter : kStatCounters) {
+            const auto& value = (*vf.stats).*counter.field;
+            if (value) out.counter(counter.name, "", labels, static_cast<double>(*value));
+          }
+        }
+      }
+    }
+  }
+  result.metrics = std::move(out).take();
+  return result;
+}
+
+CollectorSpec spec() {
+  return CollectorSpec{
+      "sriov", true, std::chrono::seconds(15),
+      [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
+        const bool netlink = section.get_bool("netlink", true);
+        const auto timeout = section.get_duration("netlink_timeout", std::chrono::seconds(1),
+                                                  std::chrono::milliseconds(1));
+        if (timeout > std::chrono::seconds(10)) {
+          section.fail("netlink_timeout", "at most 10s: the dump runs on the daemon's only thread");
+        }
+        section.finish();
+        SriovCollector::NetlinkDump dump;
+        if (netlink) {
+          const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+          dump = [ms] { return dump_links_with_vfs(ms); };
+        }
+        return std::make_unique<SriovCollector>(context.sysfs_root, std::move(dump));
+      }};
+}
+
+}  // namespace ibfabric::sriov

@@ -1,0 +1,50 @@
+#pragma once
+// The `sriov` collector: every SR-IOV physical function under the sysfs root with its VFs —
+// what sysfs says (counts, PCI addresses, GUIDs, link policy, which net/RDMA device each VF
+// became) joined with what rtnetlink says (per-VF traffic counters, link state, trust, spoof
+// check). Every collection rebuilds everything from both sources: VFs that disappear leave no
+// series behind. Metrics are documented in docs/sriov.md.
+
+#include "collectors/collector.h"
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <set>
+#include <string>
+
+namespace ibfabric::sriov {
+
+struct PfLink;
+
+// name "sriov", enabled by default, every 15s. Config keys (besides enabled and interval):
+//   netlink: true          read per-VF counters and settings over rtnetlink
+//   netlink_timeout: 1s    bound on the whole RTM_GETLINK dump (SO_RCVTIMEO)
+CollectorSpec spec();
+
+class SriovCollector final : public Collector {
+ public:
+  // Returns the links with VFs or throws NetlinkError; the live kernel unless a test says so.
+  using NetlinkDump = std::function<std::vector<PfLink>()>;
+
+  // `dump` empty: no netlink values at all.
+  SriovCollector(std::string sysfs_root, NetlinkDump dump);
+
+  // Reads sysfs and runs one netlink dump (bounded by its timeout), then calls `done`.
+  void collect(Done done) override;
+
+ private:
+  CollectResult run();
+
+  std::string sysfs_root_;
+  NetlinkDump dump_;
+  // Since start, per PF name: exported as ibfabric_sriov_read_errors_total.
+  std::map<std::string, std::uint64_t> read_errors_;
+  std::uint64_t netlink_errors_ = 0;
+  // Paths that are bad right now: logged when they turn bad and when they recover.
+  std::set<std::string> bad_files_;
+  std::string last_netlink_error_;
+};
+
+}  // namespace ibfabric::sriov
