@@ -1,4 +1,5 @@
 #include "collectors/collector.h"
+#include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
 
@@ -11,6 +12,7 @@ std::span<const CollectorSpec> collector_specs() {
   static const std::vector<CollectorSpec> specs{
       sysfs::spec(),
       ports::spec(),
+      fabric::spec(),
   };
   return specs;
 }
