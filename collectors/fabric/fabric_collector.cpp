@@ -419,6 +419,9 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       result.error = "no switch of this shard answered";
     }
     result.metrics = std::move(out).take();
+    spdlog::debug(
+        "fabric: sweep done ports={} failed={} mads={} seconds={:.3f} build_seconds={:.3f}",
+        ports_ok, ports_failed, mads_, sweep_seconds, seconds_since(started_) - sweep_seconds);
     ++c_.sweeps_since_discovery_;
     auto done = std::move(done_);
     done(std::move(result));
