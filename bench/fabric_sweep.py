@@ -205,6 +205,8 @@ def main():
     print("ratios:")
     print("  ibqueryerrors / daemon (discovery + sweep):  %.2fx" % (med["iqe"] / med["d_coll"]))
     print("  ibqueryerrors / daemon (whole process):      %.2fx" % (med["iqe"] / med["d_wall"]))
+    print("  ibqueryerrors / daemon sweep alone:          %.2fx  (steady state: discovery only "
+          "every rediscover_every-th sweep)" % (med["iqe"] / med["d_sweep"]))
     print("  perfquery loop / daemon (discovery + sweep): %.1fx" % (med["pq"] / med["d_coll"]))
     print("  daemon sweep / minimal client (same MADs):   %.2fx" % (med["d_sweep"] / med["cl"]))
     sweep_default = statistics.median(d["sweep"] for d in dflt)

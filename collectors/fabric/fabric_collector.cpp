@@ -25,6 +25,19 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+// Metric name and help of every PMA counter, built once: a sweep emits tens of thousands.
+const std::vector<std::pair<std::string, std::string>>& counter_names() {
+  static const auto names = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& def : ports::counter_defs()) {
+      out.emplace_back("ibfabric_fabric_port_" + std::string(def.metric),
+                       std::string(def.help) + " (" + std::string(def.pma_name) + ")");
+    }
+    return out;
+  }();
+  return names;
+}
+
 // An answer shorter than its attribute is a failure like any other.
 void check_length(mad::Response& r, std::uint8_t mgmt_class) {
   std::size_t need = mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
@@ -338,9 +351,9 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       if (!sw.caps) continue;
       const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();
       const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
+      const ports::CounterDef* defs = ports::counter_defs().data();
       for (const auto& v : ports::merge_counters(*sw.caps, basic, extended)) {
-        std::string name = "ibfabric_fabric_port_" + std::string(v.def->metric);
-        std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
+        const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
         if (v.saturated && *v.saturated) {
           Labels sl = l;
