@@ -7,7 +7,6 @@
 #include <boost/asio/steady_timer.hpp>
 
 #include <endian.h>
-#include <poll.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -29,7 +28,6 @@ using Clock = std::chrono::steady_clock;
 constexpr int kRecvSliceMs = 100;
 constexpr std::size_t kMinRecvBuffer = IB_MAD_SIZE;
 constexpr std::size_t kMaxRecvBuffer = 1 << 20;  // RMPP-reassembled SA tables
-constexpr std::size_t kMaxRecvBatch = 64;        // answers handed to the loop in one post
 constexpr int kPermissiveLid = 0xffff;
 
 bool is_vendor_range2(std::uint8_t mgmt_class) {
@@ -822,28 +820,7 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
                               std::uint64_t generation) {
   std::size_t capacity = kMinRecvBuffer;
   std::vector<std::uint8_t> buf(umad_size() + capacity);
-  // Answers that are already waiting are read without blocking and handed to the loop in one
-  // post: a burst of pipelined answers then costs one wake-up of the io_context instead of one
-  // per MAD (a fabric sweep is thousands of them).
-  std::vector<std::pair<int, std::vector<std::uint8_t>>> batch;
-  auto flush = [&] {
-    if (batch.empty()) return;
-    boost::asio::post(io, [engine, addr, generation, answers = std::move(batch)]() mutable {
-      auto e = engine.lock();
-      if (!e) return;
-      for (auto& [status, bytes] : answers)
-        e->on_receive(addr, generation, status, std::move(bytes));
-    });
-    batch = {};
-  };
   while (!receiver->stop.load()) {
-    if (!batch.empty()) {
-      // umad_recv() with a zero timeout would block in read(); poll() says whether one waits.
-      pollfd pfd{umad_get_fd(receiver->portid), POLLIN, 0};
-      if (batch.size() >= kMaxRecvBatch || poll(&pfd, 1, 0) <= 0 || !(pfd.revents & POLLIN)) {
-        flush();
-      }
-    }
     int length = static_cast<int>(capacity);
     int rc = umad_recv(receiver->portid, buf.data(), &length, kRecvSliceMs);
     if (rc < 0) {
@@ -857,7 +834,6 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
         continue;
       }
       if (receiver->stop.load()) return;
-      flush();
       boost::asio::post(io, [engine, addr, generation, error = "umad_recv: " + errno_text(err)] {
         if (auto e = engine.lock()) e->on_port_broken(addr, generation, error);
       });
@@ -866,7 +842,10 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
     int status = umad_status(buf.data());
     auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
     std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(length, 0)), capacity);
-    batch.emplace_back(status, std::vector<std::uint8_t>(mad, mad + n));
+    std::vector<std::uint8_t> bytes(mad, mad + n);
+    boost::asio::post(io, [engine, addr, generation, status, bytes = std::move(bytes)]() mutable {
+      if (auto e = engine.lock()) e->on_receive(addr, generation, status, std::move(bytes));
+    });
   }
 }
 
