@@ -7,12 +7,16 @@ In one run, on one fabric, alternating every round, it times:
   daemon      `ibfabricd --once --no-collector.ports --no-collector.sysfs --collector.fabric`
               with `mad: {rate_limit: 0}`: the fabric collector's duration (discovery + sweep,
               ibfabric_collector_duration_seconds) and the sweep alone
-              (ibfabric_fabric_sweep_duration_seconds, ibfabric_fabric_sweep_mads MADs);
+              (ibfabric_fabric_sweep_duration_seconds, ibfabric_fabric_sweep_mads MADs; right
+              after a discovery the sweep reuses discovery's PortInfo, so it is PMA only);
+  steady      a running daemon's second collection (topology cached, rediscover_every 1000):
+              the sweep of a deployment between discoveries, PortInfo by LID included;
   ibqueryerrors  one process (its own discovery + a PortCounters Get per port);
   perfquery   `perfquery -x LID PORT`, one process per switch port, on a random sample of
               --perfquery-sample ports, extrapolated to every switch port;
   client      bench/fabric_mad_client (built by CMake): PortCountersExtended Gets only, up to 64
-              in flight, one receiver thread, as many MADs as the daemon's sweep sent.
+              in flight, one receiver thread; run twice, with as many MADs as the --once sweep
+              and as the steady sweep sent.
 
 Then the daemon with the default engine config (rate limit 2000 MADs/s). Prints medians,
 MADs per second and ratios.
@@ -104,6 +108,33 @@ def run_daemon(fabric, binary, config):
     }
 
 
+def run_steady(fabric, config):
+    """Sweep duration and MADs of a running daemon's second collection."""
+    def runs(samples):
+        for x in samples:
+            if x.name == "ibfabric_collector_runs_total" and x.labels.get("collector") == "fabric":
+                return x.value
+        return 0
+
+    with fabric.daemon(["--config", config], host=HOST) as d:
+        samples = d.wait_for(lambda s: runs(s) >= 2, timeout=60, interval=0.1,
+                             what="two fabric collections")
+    values = {x.name: x.value for x in samples if not x.labels}
+    return values["ibfabric_fabric_sweep_duration_seconds"], int(
+        values["ibfabric_fabric_sweep_mads"])
+
+
+def run_client(fabric, client_bin, targets, count):
+    t, r = run_timed(fabric, [client_bin, "--targets", targets, "--count", str(count),
+                              "--in-flight", "64"])
+    m = re.search(r"ok=(\d+).*lost=(\d+) seconds=(\S+)", r.stdout)
+    if r.returncode != 0 or not m:
+        raise RuntimeError("client failed: %s %s" % (r.stdout, r.stderr[-1000:]))
+    if int(m.group(2)):
+        print("warning: client lost %s MADs" % m.group(2))
+    return float(m.group(3))
+
+
 def run_timed(fabric, args):
     start = time.monotonic()
     r = fabric.run_tool(args, host=HOST, check=False, timeout=300)
@@ -118,6 +149,7 @@ def main():
     p.add_argument("--default-rate-rounds", type=int, default=2)
     a = p.parse_args()
     daemon_bin = os.path.join(a.build, "daemon", "ibfabricd")
+    os.environ["IBFABRICD"] = daemon_bin  # for the test library's Daemon
     client_bin = os.path.join(a.build, "bench", "fabric_mad_client")
     for b in (daemon_bin, client_bin):
         if not os.path.exists(b):
@@ -137,9 +169,16 @@ def main():
         default = os.path.join(f.workdir, "default.yaml")
         with open(default, "w") as out:
             out.write("collectors:\n  fabric: {rediscover_every: 1}\n")
+        steady = os.path.join(f.workdir, "steady.yaml")
+        with open(steady, "w") as out:
+            out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
+                      "  ports: {enabled: false}\n"
+                      "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")
         print("fabric: %d switches, %d switch ports; %d rounds" % (len(sw), len(ports), a.rounds))
 
-        res = {k: [] for k in ("d_wall", "d_coll", "d_sweep", "d_disc", "iqe", "pq", "cl")}
+        res = {k: [] for k in ("d_wall", "d_coll", "d_sweep", "d_disc", "iqe", "pq", "cl",
+                               "st_sweep", "cl_st")}
+        steady_mads = None
         mads = None
         # How many MADs each contender sends, measured once (outside the timed rounds).
         counter = MadCounter(f)
@@ -172,48 +211,59 @@ def main():
                 f.run_tool(["perfquery", "-x", str(lid), str(port)], host=HOST)
             res["pq"].append((time.monotonic() - start) / len(sample) * len(ports))
 
-            t, r = run_timed(f, [client_bin, "--targets", targets, "--count", str(mads),
-                                 "--in-flight", "64"])
-            m = re.search(r"ok=(\d+).*lost=(\d+) seconds=(\S+)", r.stdout)
-            if r.returncode != 0 or not m:
-                raise RuntimeError("client failed: %s %s" % (r.stdout, r.stderr[-1000:]))
-            if int(m.group(2)):
-                print("warning: client lost %s MADs" % m.group(2))
-            res["cl"].append(float(m.group(3)))
+            res["cl"].append(run_client(f, client_bin, targets, mads))
+            st_sweep, steady_mads = run_steady(f, steady)
+            res["st_sweep"].append(st_sweep)
+            res["cl_st"].append(run_client(f, client_bin, targets, steady_mads))
             print("round %d: daemon %.3fs (sweep %.3fs, discovery %.3fs, process %.3fs), "
-                  "ibqueryerrors %.3fs, perfquery loop %.1fs (extrapolated), client %.3fs"
+                  "steady sweep %.3fs, ibqueryerrors %.3fs, perfquery loop %.1fs (extrapolated), "
+                  "client %.3fs / %.3fs"
                   % (rnd + 1, d["collector"], d["sweep"], d["discovery"], d["wall"],
-                     res["iqe"][-1], res["pq"][-1], res["cl"][-1]))
+                     st_sweep, res["iqe"][-1], res["pq"][-1], res["cl"][-1], res["cl_st"][-1]))
 
         dflt = [run_daemon(f, daemon_bin, default) for _ in range(a.default_rate_rounds)]
+        steady_default = os.path.join(f.workdir, "steady-default.yaml")
+        with open(steady_default, "w") as out:
+            out.write("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                      "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")
+        dflt_steady = [run_steady(f, steady_default) for _ in range(a.default_rate_rounds)]
 
     med = {k: statistics.median(v) for k, v in res.items()}
     print()
-    print("medians over %d rounds (%d switch ports, daemon sweep = %d MADs):" % (
-        a.rounds, len(ports), mads))
+    print("medians over %d rounds (%d switch ports; --once sweep %d MADs, steady sweep %d MADs):"
+          % (a.rounds, len(ports), mads, steady_mads))
     print("  daemon, discovery + sweep (collector duration): %.3fs" % med["d_coll"])
     print("    discovery %.3fs, sweep %.3fs = %.0f MADs/s; whole process %.3fs" % (
         med["d_disc"], med["d_sweep"], mads / med["d_sweep"], med["d_wall"]))
     print("    all MADs of one --once run (measured at the port): %d = %.0f MADs/s over the "
           "collector duration" % (sent["daemon"], sent["daemon"] / med["d_coll"]))
+    print("  daemon steady-state sweep (topology cached):   %.3fs = %.0f MADs/s" % (
+        med["st_sweep"], steady_mads / med["st_sweep"]))
     print("  ibqueryerrors (process):                        %.3fs, %d MADs = %.0f MADs/s" % (
         med["iqe"], sent["ibqueryerrors"], sent["ibqueryerrors"] / med["iqe"]))
     print("  perfquery -x loop, %d-port sample extrapolated:  %.2fs" % (
         a.perfquery_sample, med["pq"]))
     print("  minimal client, %d PortCountersExtended Gets:  %.3fs = %.0f MADs/s" % (
         mads, med["cl"], mads / med["cl"]))
+    print("  minimal client, %d PortCountersExtended Gets:  %.3fs = %.0f MADs/s" % (
+        steady_mads, med["cl_st"], steady_mads / med["cl_st"]))
     print("ratios:")
     print("  ibqueryerrors / daemon (discovery + sweep):  %.2fx" % (med["iqe"] / med["d_coll"]))
     print("  ibqueryerrors / daemon (whole process):      %.2fx" % (med["iqe"] / med["d_wall"]))
-    print("  ibqueryerrors / daemon sweep alone:          %.2fx  (steady state: discovery only "
-          "every rediscover_every-th sweep)" % (med["iqe"] / med["d_sweep"]))
+    print("  ibqueryerrors / daemon steady sweep:         %.2fx  (discovery only every "
+          "rediscover_every-th sweep)" % (med["iqe"] / med["st_sweep"]))
     print("  perfquery loop / daemon (discovery + sweep): %.1fx" % (med["pq"] / med["d_coll"]))
-    print("  daemon sweep / minimal client (same MADs):   %.2fx" % (med["d_sweep"] / med["cl"]))
+    print("  daemon --once sweep / minimal client (same MADs): %.2fx" % (med["d_sweep"] / med["cl"]))
+    print("  daemon steady sweep / minimal client (same MADs): %.2fx" % (
+        med["st_sweep"] / med["cl_st"]))
     sweep_default = statistics.median(d["sweep"] for d in dflt)
     coll_default = statistics.median(d["collector"] for d in dflt)
-    print("default rate limit (2000 MADs/s), %d runs: sweep %.3fs (%.3fs per 1,000 switch "
-          "ports), discovery + sweep %.3fs" % (len(dflt), sweep_default,
-                                               sweep_default / len(ports) * 1000, coll_default))
+    st_default = statistics.median(x[0] for x in dflt_steady)
+    print("default rate limit (2000 MADs/s), %d runs each:" % len(dflt))
+    print("  --once: discovery + sweep %.3fs, its sweep %.3fs (%d MADs)" % (
+        coll_default, sweep_default, dflt[0]["sweep_mads"]))
+    print("  steady sweep %.3fs (%d MADs) = %.3fs per 1,000 switch ports" % (
+        st_default, dflt_steady[0][1], st_default / len(ports) * 1000))
     return 0
 
 

@@ -140,6 +140,10 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
       ask("port_info", subject,
           mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(p)),
           [this, guid, p, route](const mad::Response& r) {
+            auto& infos = topology_->find(guid)->port_info;
+            if (static_cast<std::size_t>(p) <= infos.size()) {
+              infos[static_cast<std::size_t>(p - 1)] = ports::decode_port_info(r.data());
+            }
             if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
             auto next = route;
             next.push_back(static_cast<std::uint8_t>(p));
@@ -174,10 +178,11 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     std::vector<PortResult> ports;  // index = port number - 1
   };
 
-  Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, Collector::Done done,
-        bool discovery_ok, std::string discovery_error)
+  Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, bool fresh,
+        Collector::Done done, bool discovery_ok, std::string discovery_error)
       : c_(c),
         topology_(std::move(topology)),
+        fresh_(fresh),
         done_(std::move(done)),
         discovery_ok_(discovery_ok),
         discovery_error_(std::move(discovery_error)) {}
@@ -252,14 +257,18 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     auto caps = *sw.caps;
     for (int p = 1; p <= static_cast<int>(sw.ports.size()); ++p) {
       auto idx = static_cast<std::size_t>(p - 1);
-      ask(
-          i, "port_info",
-          mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
-                                static_cast<std::uint32_t>(p)),
-          [this, i, idx](const mad::Response& r) {
-            switches_[i].ports[idx].port_info = ports::decode_port_info(r.data());
-          },
-          p);
+      if (fresh_ && idx < sw.node->port_info.size() && sw.node->port_info[idx]) {
+        sw.ports[idx].port_info = sw.node->port_info[idx];
+      } else {
+        ask(
+            i, "port_info",
+            mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
+                                  static_cast<std::uint32_t>(p)),
+            [this, i, idx](const mad::Response& r) {
+              switches_[i].ports[idx].port_info = ports::decode_port_info(r.data());
+            },
+            p);
+      }
       if (ports::needs_port_counters(caps)) {
         auto req = mad::Request::pma_get(lid, ports::kAttrPortCounters);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
@@ -442,6 +451,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
 
   FabricCollector& c_;
   std::shared_ptr<const Topology> topology_;
+  bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
   Collector::Done done_;
   bool discovery_ok_;
   std::string discovery_error_;
@@ -465,7 +475,7 @@ void FabricCollector::collect(Done done) {
     client_ = engine_->client();
   }
   if (!rediscover_ && topology_ && sweeps_since_discovery_ < config_.rediscover_every) {
-    sweep(std::move(done), true, "");
+    sweep(std::move(done), false, true, "");
     return;
   }
   auto local = engine_->default_port();
@@ -482,7 +492,8 @@ void FabricCollector::collect(Done done) {
         ++discoveries_;
         if (topology->nodes().empty()) {
           // Keep the last topology: a fabric that does not answer now still has its switches.
-          sweep(std::move(done), false, "discovery failed: the local node did not answer NodeInfo");
+          sweep(std::move(done), false, false,
+                "discovery failed: the local node did not answer NodeInfo");
           return;
         }
         discovery_timestamp_ =
@@ -495,14 +506,14 @@ void FabricCollector::collect(Done done) {
         spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
                       topology_->count(kNodeTypeSwitch), topology_->count(kNodeTypeCa),
                       topology_->cable_count(), discovery_seconds_);
-        sweep(std::move(done), true, "");
+        sweep(std::move(done), true, true, "");
       });
   discovery->start();
 }
 
-void FabricCollector::sweep(Done done, bool discovery_ok, std::string discovery_error) {
+void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error) {
   auto topology = topology_ ? topology_ : std::make_shared<const Topology>();
-  auto s = std::make_shared<Sweep>(*this, std::move(topology), std::move(done), discovery_ok,
+  auto s = std::make_shared<Sweep>(*this, std::move(topology), fresh, std::move(done), discovery_ok,
                                    std::move(discovery_error));
   s->start();
 }

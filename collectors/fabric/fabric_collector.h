@@ -45,7 +45,9 @@ class FabricCollector final : public Collector {
  private:
   friend class Discovery;
   friend class Sweep;
-  void sweep(Done done, bool discovery_ok, std::string discovery_error);
+  // fresh: the topology was discovered in this collection, so its PortInfo answers are used
+  // instead of asking again.
+  void sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error);
 
   std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
   FabricConfig config_;

@@ -25,6 +25,7 @@ bool Topology::add_node(std::uint64_t guid, int type, int num_ports,
   it->second.type = type;
   it->second.num_ports = num_ports;
   it->second.route = std::move(route);
+  if (type == kNodeTypeSwitch) it->second.port_info.resize(static_cast<std::size_t>(num_ports));
   return true;
 }
 

@@ -2,6 +2,8 @@
 // The fabric as discovery sees it, and the pure logic of the `fabric` collector that needs no
 // MAD: shard assignment and assembling nodes and links from directed-route answers.
 
+#include "collectors/ports/port_decode.h"
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -32,6 +34,9 @@ struct Node {
   // Switches: from PortInfo of port 0 (only port 0 carries a switch's LID and CapabilityMask).
   std::uint16_t lid = 0;
   std::optional<std::uint32_t> port0_capability_mask;
+  // Switches: PortInfo of ports 1..num_ports as discovery read it (index = port - 1). The sweep
+  // right after a discovery uses these instead of asking again.
+  std::vector<std::optional<ports::PortInfo>> port_info;
 };
 
 struct Link {
