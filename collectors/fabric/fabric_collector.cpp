@@ -466,19 +466,20 @@ FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> e
     : engine_factory_(std::move(engine_factory)), config_(config) {}
 
 void FabricCollector::collect(Done done) {
-  if (!engine_) {
-    if (engine_factory_) engine_ = engine_factory_();
-    if (!engine_) {
-      done(CollectResult{{}, false, "no MAD engine"});
-      return;
-    }
-    client_ = engine_->client();
+  auto engine = engine_factory_ ? engine_factory_() : nullptr;
+  if (!engine) {
+    done(CollectResult{{}, false, "no MAD engine"});
+    return;
+  }
+  if (!client_ || client_engine_.lock() != engine) {
+    client_ = engine->client();
+    client_engine_ = engine;
   }
   if (!rediscover_ && topology_ && sweeps_since_discovery_ < config_.rediscover_every) {
     sweep(std::move(done), false, true, "");
     return;
   }
-  auto local = engine_->default_port();
+  auto local = engine->default_port();
   if (!local) {
     done(CollectResult{{}, false, "no local InfiniBand port for fabric queries"});
     return;

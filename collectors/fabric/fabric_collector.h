@@ -51,7 +51,11 @@ class FabricCollector final : public Collector {
 
   std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
   FabricConfig config_;
-  std::shared_ptr<mad::Engine> engine_;
+  // Weak on purpose: callbacks in flight hold this collector's runner (through Done), so a
+  // strong reference here would form a cycle that keeps the engine, and its receiver thread,
+  // alive past the io_context at shutdown (seen: SIGSEGV on SIGTERM mid-sweep). The owner of
+  // the engine destroying it drops those callbacks and ends the cycle.
+  std::weak_ptr<mad::Engine> client_engine_;
   std::unique_ptr<mad::Client> client_;
 
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything

@@ -2,8 +2,9 @@
 (ibsim + opensm under the umad shim, see ../shared/SIMULATOR.md): every port of every switch is
 in the daemon's metrics with the values `perfquery` / `perfquery -x` report (one process per
 switch and counter set, `-l` loops over the ports), the links equal `ibnetdiscover`'s, two
-shards cover every switch exactly once with the documented hash, and a switch that stops
-answering costs only its own values."""
+shards cover every switch exactly once with the documented hash, a switch that stops
+answering costs only its own values, and SIGTERM in the middle of a sweep ends the daemon
+cleanly."""
 
 import os
 import re
@@ -305,6 +306,23 @@ class FabricTest(unittest.TestCase):
                 for port in range(1, sw["ports"] + 1):
                     self.assertIsNotNone(idx.get("ibfabric_fabric_port_symbol_errors_total",
                                                  node_guid=guid, port=str(port)), guid)
+
+    def test_4_sigterm_during_discovery_or_sweep_exits_cleanly(self):
+        # Default rate limit: discovery takes ~2 s and the sweep ~1.7 s here, so the signal
+        # lands with thousands of MADs queued and in flight.
+        config = self.config("term.yaml",
+                             "collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                             "  fabric: {enabled: true, interval: 1m}\n")
+        for delay in (1.0, 2.8):
+            with self.f.daemon(["--config", config], host=HOST) as d:
+                time.sleep(delay)
+                self.assertIsNone(d.process.poll(), d.log()[-2000:])
+                started = time.monotonic()
+                rc = d.stop(timeout=10)
+                elapsed = time.monotonic() - started
+                log = d.log()
+            self.assertEqual(rc, 0, "exit status after SIGTERM %.1fs in\n%s" % (delay, log[-2000:]))
+            self.assertLess(elapsed, 5)
 
 
 class _Zero:
