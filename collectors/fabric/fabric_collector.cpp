@@ -56,7 +56,7 @@ void check_length(mad::Response& r, std::uint8_t mgmt_class) {
 // once; the engine paces it.
 class Discovery : public std::enable_shared_from_this<Discovery> {
  public:
-  using Finished = std::function<void(std::shared_ptr<Topology>, std::string error)>;
+  using Finished = std::function<void(std::shared_ptr<Topology>)>;
   Discovery(FabricCollector& c, int local_port, Finished finished)
       : c_(c), local_port_(local_port), finished_(std::move(finished)) {}
 
@@ -67,11 +67,6 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
   }
 
  private:
-  struct Parent {
-    std::uint64_t guid;
-    int port;
-  };
-
   void ask(const char* attribute, const std::string& subject, mad::Request req,
            std::function<void(const mad::Response&)> on_ok) {
     ++outstanding_;
@@ -88,7 +83,7 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
   void settle() {
     if (--outstanding_ == 0) {
       auto finished = std::move(finished_);
-      finished(topology_, error_);
+      finished(topology_);
     }
   }
 
@@ -103,9 +98,7 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
           int type = static_cast<int>(r.get(IB_NODE_TYPE_F));
           int num_ports = static_cast<int>(r.get(IB_NODE_NPORTS_F));
           int entered = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
-          if (route.empty()) {
-            local_answered_ = true;
-          } else {
+          if (!route.empty()) {
             topology_->add_link(parent_guid, parent_port, guid, entered);
             topology_->add_link(guid, entered, parent_guid, parent_port);
           }
@@ -156,8 +149,6 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
   int local_port_;
   Finished finished_;
   std::shared_ptr<Topology> topology_ = std::make_shared<Topology>();
-  bool local_answered_ = false;
-  std::string error_;
   int outstanding_ = 0;
 };
 
@@ -214,6 +205,9 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
         on_ok(r);
       } else if (port > 0) {
         sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
+      } else {
+        // A switch-wide query (ClassPortInfo): without it no port's counters are asked for.
+        for (auto& p : sw.ports) p.failed = true;
       }
       self->settle();
     });
@@ -487,14 +481,19 @@ void FabricCollector::collect(Done done) {
   auto started = Clock::now();
   auto discovery = std::make_shared<Discovery>(
       *this, local->port,
-      [this, started, done = std::move(done)](std::shared_ptr<Topology> topology,
-                                              std::string) mutable {
+      [this, started, done = std::move(done)](std::shared_ptr<Topology> topology) mutable {
         discovery_seconds_ = seconds_since(started);
         ++discoveries_;
+        // Keep the last topology when this one is empty: the switches of a fabric that does
+        // not answer now still exist, and sweeping them counts their failures.
         if (topology->nodes().empty()) {
-          // Keep the last topology: a fabric that does not answer now still has its switches.
           sweep(std::move(done), false, false,
                 "discovery failed: the local node did not answer NodeInfo");
+          return;
+        }
+        if (topology->count(kNodeTypeSwitch) == 0) {
+          sweep(std::move(done), false, false,
+                "discovery found no switch (is the local port's link down?)");
           return;
         }
         discovery_timestamp_ =
