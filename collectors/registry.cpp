@@ -1,4 +1,5 @@
 #include "collectors/collector.h"
+#include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/sriov/sriov_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
@@ -13,6 +14,7 @@ std::span<const CollectorSpec> collector_specs() {
       sysfs::spec(),
       ports::spec(),
       sriov::spec(),
+      fabric::spec(),
   };
   return specs;
 }

@@ -1,6 +1,7 @@
 #include "collectors/ports/port_decode.h"
 
 #include <array>
+#include <cstdio>
 
 namespace ibfabric::ports {
 namespace {
@@ -49,6 +50,25 @@ std::string speed_names(int base, int ext, bool ext_valid) {
 using K = CounterDef::Kind;
 
 }  // namespace
+
+std::string hex_guid(std::uint64_t guid) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
+  return buf;
+}
+
+const char* node_type_name(int type) {
+  switch (type) {
+    case 1:
+      return "CA";
+    case 2:
+      return "switch";
+    case 3:
+      return "router";
+    default:
+      return "unknown";
+  }
+}
 
 PortInfo decode_port_info(const std::uint8_t* d) {
   PortInfo pi;

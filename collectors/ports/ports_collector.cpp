@@ -4,8 +4,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <cstdio>
-
 namespace ibfabric::ports {
 namespace {
 
@@ -16,25 +14,6 @@ using prometheus::MetricType;
 constexpr std::size_t kMinData = IB_SMP_DATA_SIZE;
 constexpr int kNodeTypeSwitch = 2;
 constexpr int kPhysLinkUp = 5;
-
-std::string hex_guid(std::uint64_t guid) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
-  return buf;
-}
-
-const char* node_type_name(int type) {
-  switch (type) {
-    case 1:
-      return "CA";
-    case 2:
-      return "switch";
-    case 3:
-      return "router";
-    default:
-      return "unknown";
-  }
-}
 
 bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 

@@ -1,0 +1,557 @@
+#include "collectors/fabric/fabric_collector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+namespace ibfabric::fabric {
+namespace {
+
+using ports::hex_guid;
+using prometheus::MetricType;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kPhysLinkUp = 5;
+
+bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
+
+std::string route_string(const std::vector<std::uint8_t>& route) {
+  std::string s = "0";
+  for (auto p : route) s += "," + std::to_string(p);
+  return s;
+}
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+// Metric name and help of every PMA counter, built once: a sweep emits tens of thousands.
+const std::vector<std::pair<std::string, std::string>>& counter_names() {
+  static const auto names = [] {
+    std::vector<std::pair<std::string, std::string>> out;
+    for (const auto& def : ports::counter_defs()) {
+      out.emplace_back("ibfabric_fabric_port_" + std::string(def.metric),
+                       std::string(def.help) + " (" + std::string(def.pma_name) + ")");
+    }
+    return out;
+  }();
+  return names;
+}
+
+// An answer shorter than its attribute is a failure like any other.
+void check_length(mad::Response& r, std::uint8_t mgmt_class) {
+  std::size_t need = mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
+  if (r.ok() && r.data_size() < need) {
+    r.status = mad::Status::mad_status;
+    r.error = "answer too short";
+  }
+}
+
+}  // namespace
+
+// One directed-route breadth-first search. Every node found is asked for its NodeDescription
+// (and a switch for its port 0 PortInfo) and, if it is a switch, for the PortInfo of every
+// port; through every port whose physical state is LinkUp goes a NodeInfo one hop further. A
+// GUID seen before ends that branch but still records the link. All of it is in flight at
+// once; the engine paces it.
+class Discovery : public std::enable_shared_from_this<Discovery> {
+ public:
+  using Finished = std::function<void(std::shared_ptr<Topology>)>;
+  Discovery(FabricCollector& c, int local_port, Finished finished)
+      : c_(c), local_port_(local_port), finished_(std::move(finished)) {}
+
+  void start() {
+    ++outstanding_;
+    node_info({}, 0, 0);
+    settle();
+  }
+
+ private:
+  void ask(const char* attribute, const std::string& subject, mad::Request req,
+           std::function<void(const mad::Response&)> on_ok) {
+    ++outstanding_;
+    auto cls = req.mgmt_class;
+    c_.client_->submit(std::move(req), [self = shared_from_this(), attribute, subject, cls,
+                                        on_ok = std::move(on_ok)](mad::Response r) {
+      check_length(r, cls);
+      self->c_.note_result("discovery", attribute, subject, r);
+      if (r.ok()) on_ok(r);
+      self->settle();
+    });
+  }
+
+  void settle() {
+    if (--outstanding_ == 0) {
+      auto finished = std::move(finished_);
+      finished(topology_);
+    }
+  }
+
+  // NodeInfo of whatever is at `route`, reached out of port `parent_port` of `parent_guid`
+  // (route {}: the local node; no parent).
+  void node_info(std::vector<std::uint8_t> route, std::uint64_t parent_guid, int parent_port) {
+    auto subject = "route " + route_string(route);
+    ask("node_info", subject,
+        mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
+        [this, route, parent_guid, parent_port](const mad::Response& r) {
+          auto guid = r.get64(IB_NODE_GUID_F);
+          int type = static_cast<int>(r.get(IB_NODE_TYPE_F));
+          int num_ports = static_cast<int>(r.get(IB_NODE_NPORTS_F));
+          int entered = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+          if (!route.empty()) {
+            topology_->add_link(parent_guid, parent_port, guid, entered);
+            topology_->add_link(guid, entered, parent_guid, parent_port);
+          }
+          if (!topology_->add_node(guid, type, num_ports, route)) return;
+          explore(guid, type, num_ports, route);
+        });
+  }
+
+  void explore(std::uint64_t guid, int type, int num_ports,
+               const std::vector<std::uint8_t>& route) {
+    auto dest = mad::Destination::by_route(route);
+    auto subject = hex_guid(guid);
+    ask("node_description", subject, mad::Request::smp_get(dest, IB_ATTR_NODE_DESC),
+        [this, guid](const mad::Response& r) {
+          topology_->find(guid)->description = r.get_string(IB_NODE_DESC_F);
+        });
+    std::vector<int> ports;
+    if (type == kNodeTypeSwitch) {
+      ask("switch_port_info", subject, mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, 0),
+          [this, guid](const mad::Response& r) {
+            auto* node = topology_->find(guid);
+            node->lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
+            node->port0_capability_mask = r.get(IB_PORT_CAPMASK_F);
+          });
+      for (int p = 1; p <= num_ports; ++p) ports.push_back(p);
+    } else if (route.empty()) {
+      // The local CA: leave only through the engine's default port. Other CAs are leaves.
+      ports.push_back(local_port_);
+    }
+    if (static_cast<int>(route.size()) >= c_.config_.max_hops) return;
+    for (int p : ports) {
+      ask("port_info", subject,
+          mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(p)),
+          [this, guid, p, route](const mad::Response& r) {
+            auto& infos = topology_->find(guid)->port_info;
+            if (static_cast<std::size_t>(p) <= infos.size()) {
+              infos[static_cast<std::size_t>(p - 1)] = ports::decode_port_info(r.data());
+            }
+            if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
+            auto next = route;
+            next.push_back(static_cast<std::uint8_t>(p));
+            node_info(std::move(next), guid, p);
+          });
+    }
+  }
+
+  FabricCollector& c_;
+  int local_port_;
+  Finished finished_;
+  std::shared_ptr<Topology> topology_ = std::make_shared<Topology>();
+  int outstanding_ = 0;
+};
+
+// One sweep of the shard's switches: ClassPortInfo once per switch (cached until the next
+// discovery), then PortInfo, PortCounters and/or PortCountersExtended of every port, all by
+// LID and all in flight at once.
+class Sweep : public std::enable_shared_from_this<Sweep> {
+ public:
+  struct PortResult {
+    std::optional<ports::PortInfo> port_info;
+    std::vector<std::uint8_t> basic;
+    std::vector<std::uint8_t> extended;
+    bool failed = false;
+  };
+  struct SwitchResult {
+    const Node* node;
+    std::optional<ports::PmaCapabilities> caps;
+    std::vector<PortResult> ports;  // index = port number - 1
+  };
+
+  Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, bool fresh,
+        Collector::Done done, bool discovery_ok, std::string discovery_error)
+      : c_(c),
+        topology_(std::move(topology)),
+        fresh_(fresh),
+        done_(std::move(done)),
+        discovery_ok_(discovery_ok),
+        discovery_error_(std::move(discovery_error)) {}
+
+  void start() {
+    started_ = Clock::now();
+    ++outstanding_;
+    for (const Node* node : topology_->switches()) {
+      if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
+      switches_.push_back(SwitchResult{node, std::nullopt, {}});
+      switches_.back().ports.resize(static_cast<std::size_t>(std::max(0, node->num_ports)));
+    }
+    for (std::size_t i = 0; i < switches_.size(); ++i) query_switch(i);
+    settle();
+  }
+
+ private:
+  void ask(std::size_t i, const char* attribute, mad::Request req,
+           std::function<void(const mad::Response&)> on_ok, int port) {
+    ++outstanding_;
+    ++mads_;
+    auto cls = req.mgmt_class;
+    c_.client_->submit(std::move(req), [self = shared_from_this(), i, attribute, cls, port,
+                                        on_ok = std::move(on_ok)](mad::Response r) {
+      check_length(r, cls);
+      auto& sw = self->switches_[i];
+      self->c_.note_result("sweep", attribute, hex_guid(sw.node->guid), r);
+      if (r.ok()) {
+        on_ok(r);
+      } else if (port > 0) {
+        sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
+      } else {
+        // A switch-wide query (ClassPortInfo): without it no port's counters are asked for.
+        for (auto& p : sw.ports) p.failed = true;
+      }
+      self->settle();
+    });
+  }
+
+  void settle() {
+    if (--outstanding_ == 0) finish();
+  }
+
+  void query_switch(std::size_t i) {
+    auto& sw = switches_[i];
+    auto lid = sw.node->lid;
+    if (!routable_lid(lid)) {
+      // The SM has not given the switch a LID (yet): nothing can be asked by LID.
+      mad::Response r;
+      r.status = mad::Status::refused;
+      r.error = "switch has no routable LID";
+      c_.note_result("sweep", "lid", hex_guid(sw.node->guid), r);
+      for (auto& p : sw.ports) p.failed = true;
+      return;
+    }
+    if (auto it = c_.pma_caps_.find(sw.node->guid); it != c_.pma_caps_.end()) {
+      sw.caps = it->second;
+      query_ports(i);
+      return;
+    }
+    ask(
+        i, "class_port_info", mad::Request::pma_get(lid, ports::kAttrClassPortInfo),
+        [this, i](const mad::Response& r) {
+          auto caps = ports::decode_class_port_info(r.data());
+          switches_[i].caps = caps;
+          c_.pma_caps_[switches_[i].node->guid] = caps;
+          query_ports(i);
+        },
+        0);
+  }
+
+  void query_ports(std::size_t i) {
+    auto& sw = switches_[i];
+    auto lid = sw.node->lid;
+    auto caps = *sw.caps;
+    for (int p = 1; p <= static_cast<int>(sw.ports.size()); ++p) {
+      auto idx = static_cast<std::size_t>(p - 1);
+      if (fresh_ && idx < sw.node->port_info.size() && sw.node->port_info[idx]) {
+        sw.ports[idx].port_info = sw.node->port_info[idx];
+      } else {
+        ask(
+            i, "port_info",
+            mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
+                                  static_cast<std::uint32_t>(p)),
+            [this, i, idx](const mad::Response& r) {
+              switches_[i].ports[idx].port_info = ports::decode_port_info(r.data());
+            },
+            p);
+      }
+      if (ports::needs_port_counters(caps)) {
+        auto req = mad::Request::pma_get(lid, ports::kAttrPortCounters);
+        req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
+        ask(
+            i, "port_counters", std::move(req),
+            [this, i, idx](const mad::Response& r) {
+              switches_[i].ports[idx].basic.assign(r.data(), r.data() + r.data_size());
+            },
+            p);
+      }
+      if (caps.extended()) {
+        auto req = mad::Request::pma_get(lid, ports::kAttrPortCountersExtended);
+        req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(p));
+        ask(
+            i, "port_counters_extended", std::move(req),
+            [this, i, idx](const mad::Response& r) {
+              switches_[i].ports[idx].extended.assign(r.data(), r.data() + r.data_size());
+            },
+            p);
+      }
+    }
+  }
+
+  void emit_topology(MetricsBuilder& out) {
+    const auto& cfg = c_.config_;
+    for (const auto& [guid, node] : topology_->nodes()) {
+      if (!in_shard(guid, cfg.shard, cfg.shards)) continue;
+      out.info("ibfabric_fabric_node_info",
+               "A node of the fabric (NodeInfo, NodeDescription); each node is reported by the "
+               "shard its GUID hashes to.",
+               {{"node_guid", hex_guid(guid)},
+                {"node_type", ports::node_type_name(node.type)},
+                {"node_description", node.description}});
+    }
+    for (const auto& [end, link] : topology_->links()) {
+      const Node* node = topology_->find(end.first);
+      if (!node || node->type != kNodeTypeSwitch) continue;
+      if (!in_shard(end.first, cfg.shard, cfg.shards)) continue;
+      const Node* remote = topology_->find(link.remote_guid);
+      out.info("ibfabric_fabric_link_info",
+               "What port `port` of switch `node_guid` is cabled to (directed-route discovery).",
+               {{"node_guid", hex_guid(end.first)},
+                {"port", std::to_string(end.second)},
+                {"remote_node_guid", hex_guid(link.remote_guid)},
+                {"remote_port", std::to_string(link.remote_port)},
+                {"remote_node_type", ports::node_type_name(remote ? remote->type : 0)}});
+    }
+  }
+
+  void emit_switch(MetricsBuilder& out, const SwitchResult& sw, int& ports_ok, int& ports_failed) {
+    auto guid = hex_guid(sw.node->guid);
+    out.gauge("ibfabric_fabric_switch_lid", "LID of the switch (PortInfo of its port 0).",
+              {{"node_guid", guid}}, sw.node->lid);
+    if (sw.caps) {
+      out.gauge("ibfabric_fabric_switch_pma_capability_mask",
+                "CapabilityMask of the switch's Performance Management agent (ClassPortInfo).",
+                {{"node_guid", guid}}, sw.caps->mask);
+    }
+    for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
+      const auto& pr = sw.ports[idx];
+      if (pr.failed) {
+        ++ports_failed;
+      } else {
+        ++ports_ok;
+      }
+      Labels l{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
+      if (pr.port_info) {
+        auto pi = *pr.port_info;
+        // External ports of a switch carry no CapabilityMask; port 0's applies.
+        if (sw.node->port0_capability_mask) {
+          pi.extended_speeds =
+              (*sw.node->port0_capability_mask & ports::kPortCapExtendedSpeeds) != 0;
+        }
+        out.gauge("ibfabric_fabric_port_state",
+                  "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
+                  pi.state);
+        out.gauge("ibfabric_fabric_port_physical_state",
+                  "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 "
+                  "PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest.",
+                  l, pi.phys_state);
+        out.gauge("ibfabric_fabric_port_link_width_lanes",
+                  "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
+                  l, ports::lanes(pi.width_active));
+        out.gauge("ibfabric_fabric_port_link_speed_lane_gigabits",
+                  "Nominal signalling rate of one lane in Gb/s (PortInfo.LinkSpeedActive / "
+                  "LinkSpeedExtActive).",
+                  l, ports::lane_gbps(pi));
+      }
+      if (!sw.caps) continue;
+      const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();
+      const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
+      const ports::CounterDef* defs = ports::counter_defs().data();
+      for (const auto& v : ports::merge_counters(*sw.caps, basic, extended)) {
+        const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
+        out.counter(name, help, l, v.value);
+        if (v.saturated && *v.saturated) {
+          Labels sl = l;
+          sl.emplace_back("counter", std::string(v.def->pma_name));
+          out.gauge("ibfabric_fabric_port_counter_saturated",
+                    "Present (value 1) only for a counter read from 32-bit PortCounters that is "
+                    "pegged at its maximum.",
+                    sl, 1);
+        }
+      }
+    }
+  }
+
+  void finish() {
+    double sweep_seconds = seconds_since(started_);
+    MetricsBuilder out;
+    const auto& cfg = c_.config_;
+    out.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
+             {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
+    emit_topology(out);
+    int ports_ok = 0;
+    int ports_failed = 0;
+    int switches_answered = 0;
+    for (const auto& sw : switches_) {
+      emit_switch(out, sw, ports_ok, ports_failed);
+      bool any = std::any_of(sw.ports.begin(), sw.ports.end(),
+                             [](const PortResult& p) { return !p.failed; });
+      switches_answered += any;
+      // A switch that answered nothing has moved, lost its LID or died: look again.
+      if (!any && !sw.ports.empty()) c_.rediscover_ = true;
+    }
+    out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
+              {{"node_type", "switch"}}, static_cast<double>(topology_->count(kNodeTypeSwitch)));
+    out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
+              {{"node_type", "CA"}}, static_cast<double>(topology_->count(kNodeTypeCa)));
+    out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
+              {{"node_type", "router"}}, static_cast<double>(topology_->count(kNodeTypeRouter)));
+    out.gauge("ibfabric_fabric_links", "Cables found by the last discovery, whole fabric.", {},
+              static_cast<double>(topology_->cable_count()));
+    out.gauge("ibfabric_fabric_switches_swept",
+              "Switches of this shard that answered at least one query in the last sweep.", {},
+              switches_answered);
+    out.gauge("ibfabric_fabric_ports_swept",
+              "Switch ports of this shard whose every query answered in the last sweep.", {},
+              ports_ok);
+    out.gauge("ibfabric_fabric_ports_failed",
+              "Switch ports of this shard with at least one failed query in the last sweep (their "
+              "other values are still reported).",
+              {}, ports_failed);
+    out.gauge("ibfabric_fabric_sweep_mads",
+              "MAD requests the last sweep made (retries not counted), discovery excluded.", {},
+              mads_);
+    out.gauge("ibfabric_fabric_sweep_duration_seconds",
+              "Wall time of the last sweep of the shard's switch ports, discovery excluded.", {},
+              sweep_seconds);
+    out.gauge("ibfabric_fabric_discovery_duration_seconds",
+              "Wall time of the last topology discovery.", {}, c_.discovery_seconds_);
+    out.gauge("ibfabric_fabric_discovery_timestamp_seconds",
+              "Unix time the last successful discovery finished.", {}, c_.discovery_timestamp_);
+    out.counter("ibfabric_fabric_discoveries_total", "Topology discoveries run since start.", {},
+                static_cast<double>(c_.discoveries_));
+    out.declare("ibfabric_fabric_query_errors_total",
+                "MAD queries of the fabric collector that failed, by phase and attribute.",
+                MetricType::Counter);
+    for (const auto& [key, n] : c_.errors_) {
+      out.counter("ibfabric_fabric_query_errors_total",
+                  "MAD queries of the fabric collector that failed, by phase and attribute.",
+                  {{"phase", key.first}, {"attribute", key.second}}, static_cast<double>(n));
+    }
+    CollectResult result;
+    if (!discovery_ok_) {
+      result.success = false;
+      result.error = discovery_error_;
+    } else if (!switches_.empty() && switches_answered == 0) {
+      result.success = false;
+      result.error = "no switch of this shard answered";
+    }
+    result.metrics = std::move(out).take();
+    spdlog::debug(
+        "fabric: sweep done ports={} failed={} mads={} seconds={:.3f} build_seconds={:.3f}",
+        ports_ok, ports_failed, mads_, sweep_seconds, seconds_since(started_) - sweep_seconds);
+    ++c_.sweeps_since_discovery_;
+    auto done = std::move(done_);
+    done(std::move(result));
+  }
+
+  FabricCollector& c_;
+  std::shared_ptr<const Topology> topology_;
+  bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
+  Collector::Done done_;
+  bool discovery_ok_;
+  std::string discovery_error_;
+  std::vector<SwitchResult> switches_;
+  Clock::time_point started_;
+  int outstanding_ = 0;
+  int mads_ = 0;
+};
+
+FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                                 FabricConfig config)
+    : engine_factory_(std::move(engine_factory)), config_(config) {}
+
+void FabricCollector::collect(Done done) {
+  auto engine = engine_factory_ ? engine_factory_() : nullptr;
+  if (!engine) {
+    done(CollectResult{{}, false, "no MAD engine"});
+    return;
+  }
+  if (!client_ || client_engine_.lock() != engine) {
+    client_ = engine->client();
+    client_engine_ = engine;
+  }
+  if (!rediscover_ && topology_ && sweeps_since_discovery_ < config_.rediscover_every) {
+    sweep(std::move(done), false, true, "");
+    return;
+  }
+  auto local = engine->default_port();
+  if (!local) {
+    done(CollectResult{{}, false, "no local InfiniBand port for fabric queries"});
+    return;
+  }
+  auto started = Clock::now();
+  auto discovery = std::make_shared<Discovery>(
+      *this, local->port,
+      [this, started, done = std::move(done)](std::shared_ptr<Topology> topology) mutable {
+        discovery_seconds_ = seconds_since(started);
+        ++discoveries_;
+        // Keep the last topology when this one is empty: the switches of a fabric that does
+        // not answer now still exist, and sweeping them counts their failures.
+        if (topology->nodes().empty()) {
+          sweep(std::move(done), false, false,
+                "discovery failed: the local node did not answer NodeInfo");
+          return;
+        }
+        if (topology->count(kNodeTypeSwitch) == 0) {
+          sweep(std::move(done), false, false,
+                "discovery found no switch (is the local port's link down?)");
+          return;
+        }
+        discovery_timestamp_ =
+            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                .count();
+        topology_ = std::move(topology);
+        pma_caps_.clear();
+        rediscover_ = false;
+        sweeps_since_discovery_ = 0;
+        spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
+                      topology_->count(kNodeTypeSwitch), topology_->count(kNodeTypeCa),
+                      topology_->cable_count(), discovery_seconds_);
+        sweep(std::move(done), true, true, "");
+      });
+  discovery->start();
+}
+
+void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error) {
+  auto topology = topology_ ? topology_ : std::make_shared<const Topology>();
+  auto s = std::make_shared<Sweep>(*this, std::move(topology), fresh, std::move(done), discovery_ok,
+                                   std::move(discovery_error));
+  s->start();
+}
+
+void FabricCollector::note_result(const char* phase, const char* attribute,
+                                  const std::string& subject, const mad::Response& r) {
+  std::string key = std::string(phase) + "/" + attribute + "/" + subject;
+  if (r.ok()) {
+    if (failing_.erase(key)) {
+      spdlog::info("fabric: query works again phase={} attribute={} subject=\"{}\"", phase,
+                   attribute, subject);
+    }
+    return;
+  }
+  errors_[{phase, attribute}]++;
+  if (failing_.insert(key).second) {
+    spdlog::warn("fabric: query failed phase={} attribute={} subject=\"{}\" result={} error=\"{}\"",
+                 phase, attribute, subject, mad::to_string(r.status), r.error);
+  }
+}
+
+CollectorSpec spec() {
+  return CollectorSpec{
+      "fabric", false, std::chrono::seconds(60),
+      [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
+        FabricConfig c;
+        c.shards = static_cast<int>(section.get_int("shards", c.shards, 1, 4096));
+        c.shard = static_cast<int>(section.get_int("shard", c.shard, 0, 4095));
+        c.rediscover_every =
+            static_cast<int>(section.get_int("rediscover_every", c.rediscover_every, 1, 1000000));
+        c.max_hops = static_cast<int>(section.get_int("max_hops", c.max_hops, 1, kMaxHops));
+        if (c.shard >= c.shards) {
+          section.fail("shard", "shard " + std::to_string(c.shard) + " must be less than shards " +
+                                    std::to_string(c.shards));
+        }
+        section.finish();
+        return std::make_unique<FabricCollector>(context.mad_engine, c);
+      }};
+}
+
+}  // namespace ibfabric::fabric

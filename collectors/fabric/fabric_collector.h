@@ -1,0 +1,73 @@
+#pragma once
+// The `fabric` collector: discovers the whole fabric (switches, CAs, links) by a directed-route
+// breadth-first search from the engine's default port, then sweeps PortInfo and the PMA
+// counters of every port of every switch of this node's shard. Everything goes through the
+// shared MAD engine, all requests pipelined; the engine's caps and rate limit pace them.
+// Metrics and config keys: docs/fabric.md.
+
+#include "collectors/collector.h"
+#include "collectors/fabric/fabric_model.h"
+#include "collectors/mad/engine.h"
+#include "collectors/ports/port_decode.h"
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+
+namespace ibfabric::fabric {
+
+struct FabricConfig {
+  int shard = 0;              // this node sweeps switches whose stable_guid_hash % shards == shard
+  int shards = 1;             // 1 = no sharding
+  int rediscover_every = 10;  // sweeps between discoveries (1 = discover before every sweep)
+  int max_hops = kMaxHops;
+};
+
+// name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
+//   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63
+CollectorSpec spec();
+
+class FabricCollector final : public Collector {
+ public:
+  FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                  FabricConfig config);
+  void collect(Done done) override;
+
+  // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
+  // or a route) and attribute when it starts failing, and again when it works.
+  void note_result(const char* phase, const char* attribute, const std::string& subject,
+                   const mad::Response& r);
+
+ private:
+  friend class Discovery;
+  friend class Sweep;
+  // fresh: the topology was discovered in this collection, so its PortInfo answers are used
+  // instead of asking again.
+  void sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error);
+
+  std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
+  FabricConfig config_;
+  // Weak on purpose: callbacks in flight hold this collector's runner (through Done), so a
+  // strong reference here would form a cycle that keeps the engine, and its receiver thread,
+  // alive past the io_context at shutdown (seen: SIGSEGV on SIGTERM mid-sweep). The owner of
+  // the engine destroying it drops those callbacks and ends the cycle.
+  std::weak_ptr<mad::Engine> client_engine_;
+  std::unique_ptr<mad::Client> client_;
+
+  std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
+  int sweeps_since_discovery_ = 0;
+  bool rediscover_ = true;
+  std::map<std::uint64_t, ports::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
+
+  std::uint64_t discoveries_ = 0;
+  double discovery_seconds_ = 0;
+  double discovery_timestamp_ = 0;
+  std::map<std::pair<std::string, std::string>, std::uint64_t> errors_;  // (phase, attribute)
+  std::set<std::string> failing_;
+};
+
+}  // namespace ibfabric::fabric

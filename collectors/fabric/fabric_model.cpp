@@ -1,0 +1,72 @@
+#include "collectors/fabric/fabric_model.h"
+
+namespace ibfabric::fabric {
+
+std::uint64_t stable_guid_hash(std::uint64_t guid) {
+  std::uint64_t h = 0xcbf29ce484222325ull;
+  for (int shift = 56; shift >= 0; shift -= 8) {
+    h ^= (guid >> shift) & 0xff;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+bool in_shard(std::uint64_t guid, int shard, int shards) {
+  if (shards <= 1) return true;
+  return stable_guid_hash(guid) % static_cast<std::uint64_t>(shards) ==
+         static_cast<std::uint64_t>(shard);
+}
+
+bool Topology::add_node(std::uint64_t guid, int type, int num_ports,
+                        std::vector<std::uint8_t> route) {
+  auto [it, inserted] = nodes_.try_emplace(guid);
+  if (!inserted) return false;
+  it->second.guid = guid;
+  it->second.type = type;
+  it->second.num_ports = num_ports;
+  it->second.route = std::move(route);
+  if (type == kNodeTypeSwitch) it->second.port_info.resize(static_cast<std::size_t>(num_ports));
+  return true;
+}
+
+void Topology::add_link(std::uint64_t guid, int port, std::uint64_t remote_guid, int remote_port) {
+  links_[{guid, port}] = Link{remote_guid, remote_port};
+}
+
+Node* Topology::find(std::uint64_t guid) {
+  auto it = nodes_.find(guid);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+const Node* Topology::find(std::uint64_t guid) const {
+  auto it = nodes_.find(guid);
+  return it == nodes_.end() ? nullptr : &it->second;
+}
+
+std::size_t Topology::cable_count() const {
+  std::size_t n = 0;
+  for (const auto& [end, link] : links_) {
+    auto back = links_.find({link.remote_guid, link.remote_port});
+    bool seen_from_other_side = back != links_.end() && back->second.remote_guid == end.first &&
+                                back->second.remote_port == end.second;
+    // A cable seen from both ends is counted at its smaller end only.
+    if (!seen_from_other_side || end < back->first) ++n;
+  }
+  return n;
+}
+
+std::vector<const Node*> Topology::switches() const {
+  std::vector<const Node*> out;
+  for (const auto& [guid, node] : nodes_) {
+    if (node.type == kNodeTypeSwitch) out.push_back(&node);
+  }
+  return out;
+}
+
+std::size_t Topology::count(int type) const {
+  std::size_t n = 0;
+  for (const auto& [guid, node] : nodes_) n += node.type == type;
+  return n;
+}
+
+}  // namespace ibfabric::fabric

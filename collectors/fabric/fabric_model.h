@@ -1,0 +1,75 @@
+#pragma once
+// The fabric as discovery sees it, and the pure logic of the `fabric` collector that needs no
+// MAD: shard assignment and assembling nodes and links from directed-route answers.
+
+#include "collectors/ports/port_decode.h"
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ibfabric::fabric {
+
+constexpr int kNodeTypeCa = 1;
+constexpr int kNodeTypeSwitch = 2;
+constexpr int kNodeTypeRouter = 3;
+constexpr int kMaxHops = 63;  // a directed route holds at most 64 port numbers, the first is 0
+
+// FNV-1a (64-bit: offset basis 0xcbf29ce484222325, prime 0x100000001b3) over the GUID's 8
+// octets in network (big-endian) order, as the GUID appears on the wire. Fixed here rather
+// than std::hash so that every host and every version puts a switch in the same shard.
+std::uint64_t stable_guid_hash(std::uint64_t guid);
+
+// Whether the node with `guid` belongs to shard `shard` of `shards` (shards >= 1).
+bool in_shard(std::uint64_t guid, int shard, int shards);
+
+struct Node {
+  std::uint64_t guid = 0;
+  int type = 0;  // 1 CA, 2 switch, 3 router
+  int num_ports = 0;
+  std::string description;
+  std::vector<std::uint8_t> route;  // directed route the node was first reached by
+  // Switches: from PortInfo of port 0 (only port 0 carries a switch's LID and CapabilityMask).
+  std::uint16_t lid = 0;
+  std::optional<std::uint32_t> port0_capability_mask;
+  // Switches: PortInfo of ports 1..num_ports as discovery read it (index = port - 1). The sweep
+  // right after a discovery uses these instead of asking again.
+  std::vector<std::optional<ports::PortInfo>> port_info;
+};
+
+struct Link {
+  std::uint64_t remote_guid = 0;
+  int remote_port = 0;
+};
+
+class Topology {
+ public:
+  // Adds a node reached by `route`; returns false (and changes nothing) when a node with that
+  // GUID is known already, i.e. the route is a second way to a node seen before.
+  bool add_node(std::uint64_t guid, int type, int num_ports, std::vector<std::uint8_t> route);
+
+  // Records what port `port` of `guid` is cabled to. A later answer for the same port replaces
+  // an earlier one.
+  void add_link(std::uint64_t guid, int port, std::uint64_t remote_guid, int remote_port);
+
+  Node* find(std::uint64_t guid);
+  const Node* find(std::uint64_t guid) const;
+  const std::map<std::uint64_t, Node>& nodes() const { return nodes_; }
+  // (guid, port) -> far end, sorted by GUID then port.
+  const std::map<std::pair<std::uint64_t, int>, Link>& links() const { return links_; }
+
+  // Every switch-side link has a matching link recorded from the other side when both ends are
+  // switches; a switch-CA link is recorded from the switch only. Counts each cable once.
+  std::size_t cable_count() const;
+
+  std::vector<const Node*> switches() const;
+  std::size_t count(int type) const;
+
+ private:
+  std::map<std::uint64_t, Node> nodes_;
+  std::map<std::pair<std::uint64_t, int>, Link> links_;
+};
+
+}  // namespace ibfabric::fabric

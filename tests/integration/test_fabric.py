@@ -1,0 +1,333 @@
+"""The `fabric` collector against a simulated two-level fat tree of 48 switches and 576 HCAs
+(ibsim + opensm under the umad shim, see ../shared/SIMULATOR.md): every port of every switch is
+in the daemon's metrics with the values `perfquery` / `perfquery -x` report (one process per
+switch and counter set, `-l` loops over the ports), the links equal `ibnetdiscover`'s, two
+shards cover every switch exactly once with the documented hash, a switch that stops
+answering costs only its own values, and SIGTERM in the middle of a sweep ends the daemon
+cleanly."""
+
+import os
+import re
+import shutil
+import time
+import unittest
+
+from ibfabric_testlib import find_sample, find_samples, parse_exposition, run_once
+from gen_fattree import fattree
+from simfabric import SHIM, SimFabric
+
+HOST = "node-002 mlx5_0"  # the daemon's node (opensm runs on node-001)
+
+# metric (without ibfabric_fabric_port_) -> (PMA field, scale). ibsim's PMA has CapabilityMask
+# 0x1300 and CapabilityMask2 0: data counters come from PortCountersExtended, errors from
+# PortCounters.
+ERROR_COUNTERS = {
+    "symbol_errors_total": "SymbolErrorCounter",
+    "link_error_recoveries_total": "LinkErrorRecoveryCounter",
+    "link_downed_total": "LinkDownedCounter",
+    "receive_errors_total": "PortRcvErrors",
+    "receive_remote_physical_errors_total": "PortRcvRemotePhysicalErrors",
+    "receive_switch_relay_errors_total": "PortRcvSwitchRelayErrors",
+    "transmit_discards_total": "PortXmitDiscards",
+    "transmit_constraint_errors_total": "PortXmitConstraintErrors",
+    "receive_constraint_errors_total": "PortRcvConstraintErrors",
+    "local_link_integrity_errors_total": "LocalLinkIntegrityErrors",
+    "excessive_buffer_overrun_errors_total": "ExcessiveBufferOverrunErrors",
+    "vl15_dropped_total": "VL15Dropped",
+    "transmit_wait_ticks_total": "PortXmitWait",
+}
+DATA_COUNTERS = {
+    "transmit_bytes_total": ("PortXmitData", 4),
+    "receive_bytes_total": ("PortRcvData", 4),
+    "transmit_packets_total": ("PortXmitPkts", 1),
+    "receive_packets_total": ("PortRcvPkts", 1),
+    "unicast_transmit_packets_total": ("PortUnicastXmitPkts", 1),
+    "unicast_receive_packets_total": ("PortUnicastRcvPkts", 1),
+}
+
+# (switch, port, field, value, extended): values of the test's choosing on a few switch ports.
+PERF_SETS = [
+    ("leaf-03", 5, "SymbolErrorCounter", 4242, False),
+    ("leaf-03", 5, "LinkDownedCounter", 7, False),
+    ("spine-07", 12, "PortRcvErrors", 999, False),
+    ("spine-16", 32, "PortXmitWait", 123456789, False),
+    ("leaf-20", 30, "PortRcvSwitchRelayErrors", 31, False),
+    ("leaf-11", 9, "PortXmitData", (1 << 40) + 3, True),
+    ("leaf-11", 9, "PortRcvPkts", (1 << 35) + 17, True),
+    ("spine-02", 1, "PortUnicastXmitPkts", (1 << 33) + 5, True),
+]
+
+
+def fnv1a_guid(guid):
+    """FNV-1a 64 over the GUID's big-endian octets: the documented shard hash."""
+    h = 0xcbf29ce484222325
+    for b in guid.to_bytes(8, "big"):
+        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+    return h
+
+
+class Index:
+    """Samples by name and exact label set: the fabric has tens of thousands of series."""
+
+    def __init__(self, samples):
+        self.values = {(x.name, tuple(sorted(x.labels.items()))): x.value for x in samples}
+
+    def get(self, name, **labels):
+        return self.values.get((name, tuple(sorted(labels.items()))))
+
+
+def parse_ibnetdiscover(text):
+    """{switch guid: {"name", "lid", "ports", "links": {port: (remote guid, remote port)}}}."""
+    switches = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r'Switch\s+(\d+)\s+"S-([0-9a-f]+)"\s+#\s+"([^"]*)".*\blid (\d+)', line)
+        if m:
+            current = {"ports": int(m.group(1)), "name": m.group(3), "lid": int(m.group(4)),
+                       "links": {}}
+            switches["0x%016x" % int(m.group(2), 16)] = current
+            continue
+        if not line.strip():
+            current = None
+            continue
+        m = re.match(r'\[(\d+)\]\s+"[SH]-([0-9a-f]+)"\[(\d+)\]', line)
+        if m and current is not None:
+            current["links"][int(m.group(1))] = ("0x%016x" % int(m.group(2), 16),
+                                                 int(m.group(3)))
+    return switches
+
+
+def parse_perfquery_loop(text):
+    """`perfquery [-x] -l LID PORTS` -> {port: {field: int}}."""
+    ports = {}
+    current = None
+    for line in text.splitlines():
+        m = re.match(r"# Port .*counters: Lid \d+ port (\d+)", line)
+        if m:
+            current = ports.setdefault(int(m.group(1)), {})
+            continue
+        if current is not None and ":" in line:
+            key, _, value = line.partition(":")
+            value = value.lstrip(".").strip()
+            if re.fullmatch(r"\d+", value):
+                current[key.strip()] = int(value)
+    return ports
+
+
+@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
+                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+class FabricTest(unittest.TestCase):
+
+    @classmethod
+    def setUpClass(cls):
+        cls.f = SimFabric(fattree(), name="fabric")
+        try:
+            cls.f.start()
+            cls.f.wait_ready(hosts=[HOST])
+            cls.topology = parse_ibnetdiscover(cls.f.run_tool(["ibnetdiscover"], host=HOST,
+                                                              timeout=60).stdout)
+        except BaseException:
+            cls.f.close()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.f.close()
+
+    def config(self, name, text):
+        path = os.path.join(self.f.workdir, name)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
+    def once(self, config):
+        r = run_once(["--config", config, "--no-collector.ports", "--no-collector.sysfs",
+                      "--collector.fabric"], env=self.f.env(HOST), cwd=self.f.workdir,
+                     timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        return parse_exposition(r.stdout)
+
+    def perfquery_all(self):
+        """{(guid, port): {field: value}} for every switch port, basic and extended merged."""
+        out = {}
+        for guid, sw in self.topology.items():
+            ports = "1-%d" % sw["ports"]
+            basic = parse_perfquery_loop(self.f.run_tool(
+                ["perfquery", "-l", str(sw["lid"]), ports], host=HOST).stdout)
+            ext = parse_perfquery_loop(self.f.run_tool(
+                ["perfquery", "-x", "-l", str(sw["lid"]), ports], host=HOST).stdout)
+            for port in range(1, sw["ports"] + 1):
+                values = dict(basic.get(port, {}))
+                values.update({"ext:" + k: v for k, v in ext.get(port, {}).items()})
+                out[(guid, port)] = values
+        return out
+
+    def test_1_every_switch_port_equals_perfquery_and_links_equal_ibnetdiscover(self):
+        self.assertEqual(len(self.topology), 48)
+        names = {sw["name"]: guid for guid, sw in self.topology.items()}
+        for node, port, field, value, extended in PERF_SETS:
+            self.f.perf_set(node, port, field, value, extended=extended)
+        time.sleep(0.3)
+        # Default engine config (rate limit 2000 MADs/s): the sweep a deployment would run.
+        config = self.config("fabric.yaml", "collectors:\n  fabric: {rediscover_every: 1}\n")
+        before = self.perfquery_all()
+        started = time.monotonic()
+        samples = self.once(config)
+        wall = time.monotonic() - started
+        after = self.perfquery_all()
+        print("\nfabric --once with the default rate limit: %.2fs wall, sweep %.3fs, "
+              "discovery %.3fs, %d sweep MADs" % (
+                  wall, find_sample(samples, "ibfabric_fabric_sweep_duration_seconds").value,
+                  find_sample(samples, "ibfabric_fabric_discovery_duration_seconds").value,
+                  find_sample(samples, "ibfabric_fabric_sweep_mads").value))
+
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_nodes", node_type="switch").value, 48)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_nodes", node_type="CA").value, 576)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_links").value, 32 * 16 + 576)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_ports_swept").value, 48 * 34)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_ports_failed").value, 0)
+
+        # Every switch port, every counter: the daemon's value lies between perfquery's before
+        # and after (ibsim counts the MADs themselves as traffic), and equals it where nothing
+        # moved in between.
+        idx = Index(samples)
+        exact = 0
+        for (guid, port), pq_before in before.items():
+            pq_after = after[(guid, port)]
+            where = "%s (%s) port %d" % (guid, self.topology[guid]["name"], port)
+            state = idx.get("ibfabric_fabric_port_state", node_guid=guid, port=str(port))
+            self.assertIsNotNone(state, where)
+            checks = [(m, f, 1) for m, f in ERROR_COUNTERS.items()]
+            checks += [(m, "ext:" + f, s) for m, (f, s) in DATA_COUNTERS.items()]
+            for metric, field, scale in checks:
+                v = idx.get("ibfabric_fabric_port_" + metric, node_guid=guid, port=str(port))
+                self.assertIsNotNone(v, "%s %s" % (where, metric))
+                lo, hi = pq_before[field] * scale, pq_after[field] * scale
+                self.assertTrue(lo <= v <= hi, "%s %s: daemon %d, perfquery %d..%d"
+                                % (where, metric, v, lo, hi))
+                if lo == hi:
+                    exact += 1
+        # Most values sit still (error counters, ports no MAD crosses); all of those matched.
+        self.assertGreater(exact, len(before) * 15)
+
+        for node, port, field, value, extended in PERF_SETS:
+            metric = [m for m, f in ERROR_COUNTERS.items() if f == field] or \
+                     [m for m, (f, _) in DATA_COUNTERS.items() if f == field]
+            scale = 4 if field == "PortXmitData" else 1
+            v = idx.get("ibfabric_fabric_port_" + metric[0], node_guid=names[node], port=str(port))
+            if extended:
+                # Data counters keep counting the fabric's own MADs after the set.
+                self.assertTrue(value * scale <= v < (value + 100000) * scale,
+                                "%s[%d] %s: %d" % (node, port, field, v))
+            else:
+                self.assertEqual(v, value * scale, "%s[%d] %s" % (node, port, field))
+
+        # Port state: every linked port is ACTIVE (4), every unlinked one (spines' 33, 34) DOWN.
+        for guid, sw in self.topology.items():
+            for port in range(1, sw["ports"] + 1):
+                v = idx.get("ibfabric_fabric_port_state", node_guid=guid, port=str(port))
+                self.assertEqual(v, 4 if port in sw["links"] else 1,
+                                 "%s port %d" % (sw["name"], port))
+
+        # Topology: every switch port's link equals ibnetdiscover's, and nothing more.
+        got = {}
+        for s in find_samples(samples, "ibfabric_fabric_link_info"):
+            got[(s.labels["node_guid"], int(s.labels["port"]))] = (
+                s.labels["remote_node_guid"], int(s.labels["remote_port"]))
+        want = {(guid, port): link for guid, sw in self.topology.items()
+                for port, link in sw["links"].items()}
+        self.assertEqual(got, want)
+        for guid, sw in self.topology.items():
+            info = find_sample(samples, "ibfabric_fabric_node_info", node_guid=guid)
+            self.assertEqual(info.labels["node_description"], sw["name"])
+            self.assertEqual(info.labels["node_type"], "switch")
+            self.assertEqual(find_sample(samples, "ibfabric_fabric_switch_lid",
+                                         node_guid=guid).value, sw["lid"])
+        self.assertEqual(len(find_samples(samples, "ibfabric_fabric_node_info")), 48 + 576)
+
+    def test_2_two_shards_cover_every_switch_exactly_once(self):
+        seen = {}
+        ports = 0
+        for shard in (0, 1):
+            config = self.config("shard%d.yaml" % shard,
+                                 "mad: {rate_limit: 0}\ncollectors:\n"
+                                 "  fabric: {shards: 2, shard: %d}\n" % shard)
+            samples = self.once(config)
+            info = find_sample(samples, "ibfabric_fabric_shard_info")
+            self.assertEqual(info.labels, {"shard": str(shard), "shards": "2"})
+            swept = {s.labels["node_guid"]
+                     for s in find_samples(samples, "ibfabric_fabric_switch_lid")}
+            for guid in swept:
+                self.assertNotIn(guid, seen, "switch in both shards")
+                seen[guid] = shard
+                self.assertEqual(fnv1a_guid(int(guid, 16)) % 2, shard, guid)
+            port_guids = {s.labels["node_guid"]
+                          for s in find_samples(samples, "ibfabric_fabric_port_state")}
+            self.assertEqual(port_guids, swept)
+            link_guids = {s.labels["node_guid"]
+                          for s in find_samples(samples, "ibfabric_fabric_link_info")}
+            self.assertEqual(link_guids, swept)
+            ports += find_sample(samples, "ibfabric_fabric_ports_swept").value
+            self.assertGreater(len(swept), 0)
+            self.assertLess(len(swept), 48)
+        self.assertEqual(set(seen), set(self.topology))
+        self.assertEqual(ports, 48 * 34)
+
+    def test_3_a_switch_that_stops_answering_costs_only_its_values(self):
+        config = self.config("failing.yaml",
+                             "mad: {timeout: 50ms, retries: 0, rate_limit: 0}\n"
+                             "collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                             "  fabric: {enabled: true, interval: 2s, rediscover_every: 100}\n")
+        names = {sw["name"]: guid for guid, sw in self.topology.items()}
+        victim = names["leaf-05"]
+        with self.f.daemon(["--config", config], host=HOST) as d:
+            d.wait_for(lambda s: (find_sample(s, "ibfabric_fabric_ports_swept") or
+                                  _Zero).value == 48 * 34, timeout=30, what="a full sweep")
+            # The failure must show in a sweep that rediscovery has not yet pruned.
+            try:
+                for s in range(16):  # every uplink of leaf-05 drops every MAD
+                    self.f.command('Error "leaf-05"[%d] 100' % (19 + s), settle=0)
+                samples = d.wait_for(lambda s: (find_sample(s, "ibfabric_fabric_ports_failed") or
+                                                _Zero).value == 34, timeout=30,
+                                     what="leaf-05's ports to fail")
+            finally:
+                for s in range(16):
+                    self.f.command('Error "leaf-05"[%d] 0' % (19 + s), settle=0)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_ports_swept").value, 47 * 34)
+        self.assertEqual(find_sample(samples, "ibfabric_collector_success",
+                                     collector="fabric").value, 1)
+        self.assertGreater(find_sample(samples, "ibfabric_fabric_query_errors_total",
+                                       phase="sweep", attribute="port_info").value, 0)
+        self.assertIsNone(find_sample(samples, "ibfabric_fabric_port_state", node_guid=victim,
+                                      port="1"))
+        idx = Index(samples)
+        for guid, sw in self.topology.items():
+            if guid != victim:
+                for port in range(1, sw["ports"] + 1):
+                    self.assertIsNotNone(idx.get("ibfabric_fabric_port_symbol_errors_total",
+                                                 node_guid=guid, port=str(port)), guid)
+
+    def test_4_sigterm_during_discovery_or_sweep_exits_cleanly(self):
+        # Default rate limit: discovery takes ~2 s and the sweep ~1.7 s here, so the signal
+        # lands with thousands of MADs queued and in flight.
+        config = self.config("term.yaml",
+                             "collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                             "  fabric: {enabled: true, interval: 1m}\n")
+        for delay in (1.0, 2.8):
+            with self.f.daemon(["--config", config], host=HOST) as d:
+                time.sleep(delay)
+                self.assertIsNone(d.process.poll(), d.log()[-2000:])
+                started = time.monotonic()
+                rc = d.stop(timeout=10)
+                elapsed = time.monotonic() - started
+                log = d.log()
+            self.assertEqual(rc, 0, "exit status after SIGTERM %.1fs in\n%s" % (delay, log[-2000:]))
+            self.assertLess(elapsed, 5)
+
+
+class _Zero:
+    value = 0
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
