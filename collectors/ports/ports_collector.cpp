@@ -307,13 +307,17 @@ PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> eng
       peers_(peers) {}
 
 void PortsCollector::collect(Done done) {
-  if (!engine_) {
-    if (engine_factory_) engine_ = engine_factory_();
-    if (!engine_) {
-      done(CollectResult{{}, false, "no MAD engine"});
-      return;
-    }
-    client_ = engine_->client();
+  // The engine is asked for on every collection and never held: pending callbacks hold this
+  // collector's runner, so a strong reference here would keep the engine (and its receiver
+  // threads) alive past the event loop at shutdown.
+  auto engine = engine_factory_ ? engine_factory_() : nullptr;
+  if (!engine) {
+    done(CollectResult{{}, false, "no MAD engine"});
+    return;
+  }
+  if (!client_ || client_engine_.lock() != engine) {
+    client_ = engine->client();
+    client_engine_ = engine;
   }
   std::vector<mad::LocalPort> ports;
   for (auto& lp : mad::list_local_ports()) {
