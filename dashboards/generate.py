@@ -229,6 +229,38 @@ def fabric_overview():
                        "tick length is the hardware's; compare ports with each other.", "cps",
                        target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_wait_ticks_total"),
                               "{{instance}} {{device}}/{{port}} {{side}}")), 24, 8)
+    lay.row("Switch ports (fabric collector, on the nodes that sweep the fabric)")
+    fsel = SEL
+    lay.add(stat("Switch ports not ACTIVE",
+                 "Switch ports whose logical state is not ACTIVE, from the fabric sweep; "
+                 "unused ports are DOWN too, so watch the trend.", "none",
+                 target("count(ibfabric_fabric_port_state{%s} < 4) or vector(0)" % fsel,
+                        instant=True)), 6, 4)
+    lay.add(stat("Switch ports that failed the last sweep",
+                 "Switch ports of the swept shard(s) with at least one failed query.", "none",
+                 target("sum(ibfabric_fabric_ports_failed{%s}) or vector(0)" % fsel,
+                        instant=True), thresholds=1), 6, 4)
+    lay.add(stat("Sweep duration", "Wall time of the last fabric sweep (per sweeping node).",
+                 "s", target("max(ibfabric_fabric_sweep_duration_seconds{%s})" % fsel,
+                             instant=True)), 6, 4)
+    lay.add(stat("Nodes in the fabric", "Switches and CAs found by the last discovery.", "none",
+                 target("max by (node_type) (ibfabric_fabric_nodes{%s})" % fsel, "{{node_type}}",
+                        instant=True)), 6, 4)
+    lay.add(timeseries("Switch port errors per second",
+                       "Symbol errors, link error recoveries, links downed and receive errors on "
+                       "switch ports (every cable, including switch to switch), top 10.", "cps",
+                       target("topk(10, sum by (node_guid, port) ("
+                              "rate(ibfabric_fabric_port_symbol_errors_total{%s}[%s]) + "
+                              "rate(ibfabric_fabric_port_link_error_recoveries_total{%s}[%s]) + "
+                              "rate(ibfabric_fabric_port_link_downed_total{%s}[%s]) + "
+                              "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s])))"
+                              % (fsel, RI, fsel, RI, fsel, RI, fsel, RI),
+                              "{{node_guid}} port {{port}}")), 12, 8)
+    lay.add(timeseries("Switch port congestion", "PortXmitWait ticks per second on switch "
+                       "ports, top 10.", "cps",
+                       target("topk(10, sum by (node_guid, port) (rate("
+                              "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s])))"
+                              % (fsel, RI), "{{node_guid}} port {{port}}")), 12, 8)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
                      "top talkers.", lay, variables())
@@ -351,9 +383,62 @@ def daemon():
                      lay, variables())
 
 
+def sriov():
+    lay = Layout()
+    vsel = SEL + ',pf=~"$pf"'
+    lay.row("Physical functions")
+    lay.add(table("Physical functions", "Every SR-IOV physical function: PCI address and RDMA "
+                  "device (ibfabric_sriov_pf_info).", "none",
+                  target("ibfabric_sriov_pf_info{%s}" % vsel, instant=True, fmt="table")), 12, 6)
+    lay.add(timeseries("VFs enabled and supported", "sriov_numvfs and sriov_totalvfs per PF.",
+                       "none",
+                       target("ibfabric_sriov_pf_vfs_enabled{%s}" % vsel, "enabled {{pf}}"),
+                       target("ibfabric_sriov_pf_vfs_supported{%s}" % vsel, "supported {{pf}}",
+                              ref="B")), 12, 6)
+    lay.row("Virtual functions")
+    lay.add(table("VFs", "Every enabled VF: PCI address (what the SR-IOV device plugin gives a "
+                  "pod), the net interface and RDMA device it became, GUIDs, link policy.",
+                  "none",
+                  target("ibfabric_sriov_vf_info{%s}" % vsel, instant=True, fmt="table")), 24, 8)
+    lay.add(timeseries("VF link policy", "0 Down, 1 Up, 2 Follow the physical port.", "none",
+                       target("ibfabric_sriov_vf_link_policy{%s}" % vsel, "{{pf}} vf {{vf}}")),
+            8, 7)
+    lay.add(timeseries("VF received bytes", "Bytes per second received by each VF "
+                       "(rtnetlink VF stats).", "Bps",
+                       target("sum by (pf, vf, pci_address) (rate("
+                              "ibfabric_sriov_vf_receive_bytes_total{%s}[%s]))" % (vsel, RI),
+                              "{{pf}} vf {{vf}} {{pci_address}}")), 8, 7)
+    lay.add(timeseries("VF transmitted bytes", "Bytes per second sent by each VF.", "Bps",
+                       target("sum by (pf, vf, pci_address) (rate("
+                              "ibfabric_sriov_vf_transmit_bytes_total{%s}[%s]))" % (vsel, RI),
+                              "{{pf}} vf {{vf}} {{pci_address}}")), 8, 7)
+    lay.add(timeseries("VF dropped packets", "Received and to-be-sent packets dropped per "
+                       "second, per VF.", "pps",
+                       target("sum by (pf, vf) (rate("
+                              "ibfabric_sriov_vf_receive_dropped_packets_total{%s}[%s]))"
+                              % (vsel, RI), "rx {{pf}} vf {{vf}}"),
+                       target("sum by (pf, vf) (rate("
+                              "ibfabric_sriov_vf_transmit_dropped_packets_total{%s}[%s]))"
+                              % (vsel, RI), "tx {{pf}} vf {{vf}}", ref="B")), 12, 7)
+    lay.add(timeseries("SR-IOV read and netlink errors per second",
+                       "Unreadable or garbled SR-IOV sysfs files, and failed rtnetlink dumps.",
+                       "cps",
+                       target("sum by (instance, pf) (rate(ibfabric_sriov_read_errors_total{%s}"
+                              "[%s]))" % (SEL, RI), "sysfs {{instance}} {{pf}}"),
+                       target("sum by (instance) (rate(ibfabric_sriov_netlink_errors_total{%s}"
+                              "[%s]))" % (SEL, RI), "netlink {{instance}}", ref="B")), 12, 7)
+    extra = [("pf", "PF",
+              'label_values(ibfabric_sriov_pf_info{job=~"$job",instance=~"$instance"}, pf)')]
+    return dashboard("ibfabric-sriov", "ibfabric / SR-IOV virtual functions",
+                     "SR-IOV physical and virtual functions of one node: which VF a pod got "
+                     "(join on pci_address), its state and traffic.", lay,
+                     variables(instance_multi=False, extra=extra))
+
+
 DASHBOARDS = {
     "ibfabric-fabric-overview.json": fabric_overview,
     "ibfabric-node.json": node_detail,
+    "ibfabric-sriov.json": sriov,
     "ibfabric-daemon.json": daemon,
 }
 

@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from ibfabric_testlib import source_dir
+from ibfabric_testlib import fixture, source_dir
 from promserver import PromServer
 from simfabric import SimFabric
 
@@ -29,6 +29,14 @@ RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
 SHORT_FOR = "3s"
 # Grafana's $__rate_interval with a 1s scrape interval: four scrapes.
 RATE_INTERVAL = "4s"
+# Dashboard queries that cannot have data here, and why. Nothing else may come back empty.
+NO_DATA_HERE = {
+    # Per-VF traffic comes from the kernel over rtnetlink; this kernel has no VFs (the SR-IOV
+    # fixture tree gives the sysfs side only).
+    "VF received bytes": "no VFs in this kernel",
+    "VF transmitted bytes": "no VFs in this kernel",
+    "VF dropped packets": "no VFs in this kernel",
+}
 
 
 def shortened_rules(directory):
@@ -48,9 +56,9 @@ def dashboard_queries():
             dashboard = json.load(f)
         for panel in dashboard["panels"]:
             for t in panel.get("targets", []):
-                expr = (t["expr"].replace("$__rate_interval", RATE_INTERVAL)
-                        .replace('"$job"', '"ibfabric"').replace('"$instance"', '".+"')
-                        .replace('"$device"', '".+"'))
+                expr = t["expr"].replace("$__rate_interval", RATE_INTERVAL)
+                expr = expr.replace('"$job"', '"ibfabric"')
+                expr = re.sub(r'"\$\w+"', '".+"', expr)  # $instance, $device, $pf: all
                 yield os.path.basename(path), panel["title"], expr
 
 
@@ -63,14 +71,22 @@ class PrometheusEndToEnd(unittest.TestCase):
         cls.prom = None
         try:
             cls.fabric.start()
-            config = os.path.join(cls.tmp.name, "ibfabricd.yaml")
-            with open(config, "w") as f:
-                f.write("mad: {timeout: 100ms, retries: 1}\n"
-                        "collectors:\n"
-                        "  sysfs: {enabled: false}\n"
-                        "  ports: {interval: 1s}\n")
-            for node in NODES:
-                d = cls.fabric.daemon(["--config", config], host=node)
+            # The first node also sweeps the fabric; the second reads an SR-IOV fixture tree.
+            configs = []
+            for i, fabric_on in enumerate((True, False)):
+                config = os.path.join(cls.tmp.name, "ibfabricd-%d.yaml" % i)
+                with open(config, "w") as f:
+                    f.write("mad: {timeout: 100ms, retries: 1}\n"
+                            "collectors:\n"
+                            "  sysfs: {enabled: false}\n"
+                            "  ports: {interval: 1s}\n"
+                            "  sriov: {interval: 1s}\n"
+                            "  fabric: {enabled: %s, interval: 2s}\n"
+                            % ("true" if fabric_on else "false"))
+                configs.append(config)
+            extra = [[], ["--sysfs-root", fixture("sysfs", "sriov-ib")]]
+            for node, config, args in zip(NODES, configs, extra):
+                d = cls.fabric.daemon(["--config", config] + args, host=node)
                 d.start()
                 cls.daemons.append(d)
             cls.instances = {node: "127.0.0.1:%d" % d.port for node, d in zip(NODES, cls.daemons)}
@@ -105,7 +121,7 @@ class PrometheusEndToEnd(unittest.TestCase):
         self.prom.wait_for(gone, timeout, "%s %s to resolve" % (alert, labels))
 
     def test_2_every_dashboard_query_returns_data(self):
-        queries = list(dashboard_queries())
+        queries = [q for q in dashboard_queries() if q[1] not in NO_DATA_HERE]
         self.assertGreater(len(queries), 20)
         deadline = time.monotonic() + 60
         missing = queries
@@ -136,11 +152,14 @@ class PrometheusEndToEnd(unittest.TestCase):
         self.wait_resolved("IbfabricPortDown", instance=instance)
 
     def test_4_collector_failing_fires_and_resolves(self):
-        # A frozen simulator: every MAD times out, the ports collector fails on both daemons.
+        # A frozen simulator: every MAD times out, the ports collector fails. Watched on the
+        # daemon that does not sweep the fabric: under the simulator a sweep's burst of sends
+        # fills the shim's socket to the frozen ibsim and umad_send blocks the daemon's loop
+        # until ibsim runs again (README, "MAD engine"; kernel umad writes do not block so).
         os.kill(self.fabric.ibsim.pid, signal.SIGSTOP)
         try:
             self.wait_firing("IbfabricCollectorFailing", collector="ports",
-                             instance=self.instances[NODES[0]])
+                             instance=self.instances[NODES[1]])
         finally:
             os.kill(self.fabric.ibsim.pid, signal.SIGCONT)
         self.wait_resolved("IbfabricCollectorFailing", collector="ports")
