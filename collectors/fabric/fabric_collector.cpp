@@ -71,8 +71,8 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
            std::function<void(const mad::Response&)> on_ok) {
     ++outstanding_;
     auto cls = req.mgmt_class;
-    c_.client_->submit(std::move(req), [self = shared_from_this(), attribute, subject, cls,
-                                        on_ok = std::move(on_ok)](mad::Response r) {
+    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), attribute, subject, cls,
+                                             on_ok = std::move(on_ok)](mad::Response r) {
       check_length(r, cls);
       self->c_.note_result("discovery", attribute, subject, r);
       if (r.ok()) on_ok(r);
@@ -196,8 +196,8 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     ++outstanding_;
     ++mads_;
     auto cls = req.mgmt_class;
-    c_.client_->submit(std::move(req), [self = shared_from_this(), i, attribute, cls, port,
-                                        on_ok = std::move(on_ok)](mad::Response r) {
+    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), i, attribute, cls, port,
+                                             on_ok = std::move(on_ok)](mad::Response r) {
       check_length(r, cls);
       auto& sw = self->switches_[i];
       self->c_.note_result("sweep", attribute, hex_guid(sw.node->guid), r);
@@ -457,17 +457,13 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
 
 FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                  FabricConfig config)
-    : engine_factory_(std::move(engine_factory)), config_(config) {}
+    : mad_(std::move(engine_factory)), config_(config) {}
 
 void FabricCollector::collect(Done done) {
-  auto engine = engine_factory_ ? engine_factory_() : nullptr;
+  auto engine = mad_.engine();
   if (!engine) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
-  }
-  if (!client_ || client_engine_.lock() != engine) {
-    client_ = engine->client();
-    client_engine_ = engine;
   }
   if (!rediscover_ && topology_ && sweeps_since_discovery_ < config_.rediscover_every) {
     sweep(std::move(done), false, true, "");

@@ -49,14 +49,9 @@ class FabricCollector final : public Collector {
   // instead of asking again.
   void sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error);
 
-  std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
+  // Never the engine itself (seen without: SIGSEGV on SIGTERM mid-sweep; see ClientHandle).
+  mad::ClientHandle mad_;
   FabricConfig config_;
-  // Weak on purpose: callbacks in flight hold this collector's runner (through Done), so a
-  // strong reference here would form a cycle that keeps the engine, and its receiver thread,
-  // alive past the io_context at shutdown (seen: SIGSEGV on SIGTERM mid-sweep). The owner of
-  // the engine destroying it drops those callbacks and ends the cycle.
-  std::weak_ptr<mad::Engine> client_engine_;
-  std::unique_ptr<mad::Client> client_;
 
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
   int sweeps_since_discovery_ = 0;

@@ -205,4 +205,30 @@ class Client {
   virtual void submit(Request request, Callback callback) = 0;
 };
 
+// What a collector keeps instead of the engine: a Client of the shared engine, made again if
+// the engine was replaced. It never holds the engine itself: pending callbacks hold the
+// collector's runner, so a strong reference would keep the engine, and its receiver threads,
+// alive past the event loop at shutdown.
+class ClientHandle {
+ public:
+  explicit ClientHandle(std::function<std::shared_ptr<Engine>()> factory)
+      : factory_(std::move(factory)) {}
+  // The engine for this collection, or nullptr when there is none; client() is ready after it.
+  // Keep the result only for the duration of the call that asked.
+  std::shared_ptr<Engine> engine() {
+    auto engine = factory_ ? factory_() : nullptr;
+    if (engine && (!client_ || engine_.lock() != engine)) {
+      client_ = engine->client();
+      engine_ = engine;
+    }
+    return engine;
+  }
+  Client& client() { return *client_; }
+
+ private:
+  std::function<std::shared_ptr<Engine>()> factory_;
+  std::weak_ptr<Engine> engine_;
+  std::unique_ptr<Client> client_;
+};
+
 }  // namespace ibfabric::mad

@@ -75,8 +75,8 @@ class Pass : public std::enable_shared_from_this<Pass> {
     req.via = mad::PortAddress{lp.ca, lp.port};
     ++outstanding_;
     auto req_class = req.mgmt_class;
-    c_.client_->submit(std::move(req), [self = shared_from_this(), i, w, attribute, req_class,
-                                        on_ok = std::move(on_ok)](mad::Response r) {
+    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), i, w, attribute, req_class,
+                                             on_ok = std::move(on_ok)](mad::Response r) {
       const auto& lp = self->links_[i].local_port;
       std::size_t need = req_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : kMinData;
       if (r.ok() && r.data_size() < need) {
@@ -302,22 +302,14 @@ class Pass : public std::enable_shared_from_this<Pass> {
 
 PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                std::vector<std::string> devices, bool peers)
-    : engine_factory_(std::move(engine_factory)),
+    : mad_(std::move(engine_factory)),
       only_devices_(devices.begin(), devices.end()),
       peers_(peers) {}
 
 void PortsCollector::collect(Done done) {
-  // The engine is asked for on every collection and never held: pending callbacks hold this
-  // collector's runner, so a strong reference here would keep the engine (and its receiver
-  // threads) alive past the event loop at shutdown.
-  auto engine = engine_factory_ ? engine_factory_() : nullptr;
-  if (!engine) {
+  if (!mad_.engine()) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
-  }
-  if (!client_ || client_engine_.lock() != engine) {
-    client_ = engine->client();
-    client_engine_ = engine;
   }
   std::vector<mad::LocalPort> ports;
   for (auto& lp : mad::list_local_ports()) {

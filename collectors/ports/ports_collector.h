@@ -35,9 +35,7 @@ class PortsCollector final : public Collector {
 
  private:
   friend class Pass;
-  std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
-  std::unique_ptr<mad::Client> client_;
-  std::weak_ptr<mad::Engine> client_engine_;  // the engine client_ submits to
+  mad::ClientHandle mad_;
   std::set<std::string> only_devices_;
   bool peers_;
   std::map<ErrorKey, std::uint64_t> errors_;
