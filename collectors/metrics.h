@@ -1,6 +1,6 @@
 #pragma once
 // The metric model every collector fills and the exporter renders: prometheus-cpp's own
-// MetricFamily, so rendering is prometheus-cpp's TextSerializer and nothing is translated twice.
+// MetricFamily data model.
 
 #include <prometheus/metric_family.h>
 
@@ -53,6 +53,9 @@ void merge_families(MetricFamilies& into, const MetricFamilies& more);
 // An immutable result of one collection; shared read-only between the loop and scrapes.
 struct Snapshot {
   MetricFamilies families;
+  // The exposition text of families[i], written on the first scrape that needs it and reused
+  // until the snapshot is replaced (the exporter's cache; only the loop thread renders).
+  mutable std::vector<std::string> rendered;
 };
 using SnapshotPtr = std::shared_ptr<const Snapshot>;
 

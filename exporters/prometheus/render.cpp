@@ -137,6 +137,23 @@ void append_metric(std::string& out, const prometheus::MetricFamily& family,
   }
 }
 
+void append_family(std::string& out, const std::vector<const prometheus::MetricFamily*>& group) {
+  const auto& first = *group.front();
+  out += "# HELP ";
+  out += first.name;
+  out += ' ';
+  append_escaped(out, first.help, false);
+  out += "\n# TYPE ";
+  out += first.name;
+  out += ' ';
+  out += type_name(first.type);
+  out += '\n';
+  for (const auto* family : group) {
+    if (family->type != first.type) continue;  // a clash: the first type wins
+    for (const auto& metric : family->metric) append_metric(out, first, metric);
+  }
+}
+
 }  // namespace
 
 std::string render_text(const std::vector<SnapshotPtr>& snapshots,
@@ -147,36 +164,39 @@ std::string render_text(const std::vector<SnapshotPtr>& snapshots,
 
   // Families by name in first-seen order; a name seen again (the health families every
   // runner publishes) adds its samples under the first one's HELP and TYPE.
-  std::vector<std::vector<const prometheus::MetricFamily*>> groups;
-  std::unordered_map<std::string_view, std::size_t> index;
-  auto add = [&](const MetricFamilies& families) {
-    for (const auto& family : families) {
-      auto [it, inserted] = index.emplace(family.name, groups.size());
-      if (inserted) groups.emplace_back();
-      groups[it->second].push_back(&family);
+  struct Group {
+    std::vector<const prometheus::MetricFamily*> families;
+    const Snapshot* snapshot = nullptr;  // where a family of its own has its text cached
+    std::size_t index = 0;
+  };
+  std::vector<Group> groups;
+  std::unordered_map<std::string_view, std::size_t> by_name;
+  auto add = [&](const MetricFamilies& families, const Snapshot* snapshot) {
+    for (std::size_t i = 0; i < families.size(); ++i) {
+      auto [it, inserted] = by_name.emplace(families[i].name, groups.size());
+      if (inserted) groups.push_back(Group{{}, snapshot, i});
+      groups[it->second].families.push_back(&families[i]);
     }
   };
   for (const auto& snapshot : snapshots) {
-    if (snapshot) add(snapshot->families);
+    if (snapshot) add(snapshot->families, snapshot.get());
   }
-  add(live_families);
+  add(live_families, nullptr);
 
   std::string out;
   out.reserve(64 * 1024);
   for (const auto& group : groups) {
-    const auto& first = *group.front();
-    out += "# HELP ";
-    out += first.name;
-    out += ' ';
-    append_escaped(out, first.help, false);
-    out += "\n# TYPE ";
-    out += first.name;
-    out += ' ';
-    out += type_name(first.type);
-    out += '\n';
-    for (const auto* family : group) {
-      if (family->type != first.type) continue;  // a clash: the first type wins
-      for (const auto& metric : family->metric) append_metric(out, first, metric);
+    if (group.families.size() == 1 && group.snapshot) {
+      // A family only one snapshot has: its text does not change until the snapshot does.
+      auto& cache = group.snapshot->rendered;
+      if (cache.size() != group.snapshot->families.size()) {
+        cache.assign(group.snapshot->families.size(), std::string());
+      }
+      std::string& text = cache[group.index];
+      if (text.empty()) append_family(text, group.families);
+      out += text;
+    } else {
+      append_family(out, group.families);
     }
   }
   return out;

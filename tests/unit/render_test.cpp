@@ -84,5 +84,24 @@ TEST(ProcessMetrics, ReportsThisProcess) {
   }
 }
 
+TEST(Render, ASnapshotsOwnFamiliesAreRenderedOnceAndReused) {
+  MetricsBuilder one;
+  one.gauge("ibfabric_collector_success", "ok", {{"collector", "one"}}, 1);
+  one.counter("x_total", "x", {{"port", "1"}}, 5);
+  MetricsBuilder two;
+  two.gauge("ibfabric_collector_success", "ok", {{"collector", "two"}}, 0);
+  auto first = std::make_shared<Snapshot>();
+  first->families = std::move(one).take();
+  std::vector<SnapshotPtr> snapshots{first, snapshot(std::move(two))};
+  std::string text = render_text(snapshots, {});
+  // The family only this snapshot has is cached; the one both have is rendered every time.
+  ASSERT_EQ(first->rendered.size(), 2u);
+  EXPECT_EQ(first->rendered[0], "");
+  EXPECT_EQ(first->rendered[1],
+            "# HELP x_total x\n# TYPE x_total counter\nx_total{port=\"1\"} 5\n");
+  EXPECT_EQ(render_text(snapshots, {}), text);
+  EXPECT_NE(text.find("ibfabric_collector_success{collector=\"two\"} 0\n"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ibfabric
