@@ -1,5 +1,6 @@
 #include "collectors/collector.h"
 #include "collectors/ports/ports_collector.h"
+#include "collectors/sm/sm_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
 
 #include <vector>
@@ -11,6 +12,7 @@ std::span<const CollectorSpec> collector_specs() {
   static const std::vector<CollectorSpec> specs{
       sysfs::spec(),
       ports::spec(),
+      sm::spec(),
   };
   return specs;
 }
