@@ -87,8 +87,14 @@ class SmTest(unittest.TestCase):
                         cls.standby_lid in sa:
                     break
                 if time.monotonic() > deadline:
-                    raise AssertionError("standby SM not listed by the SA after 20s:\n" + sa +
-                                         f.diagnostics())
+                    raise AssertionError(
+                        "standby SM not listed by the SA after 20s:\n%s\nsminfo: %s\n"
+                        "sminfo %d: %s\n%s" % (sa, f.run_tool(["sminfo"], host=HOST,
+                                                               check=False).stdout,
+                                                cls.standby_lid,
+                                                f.run_tool(["sminfo", str(cls.standby_lid)],
+                                                           host=HOST, check=False).stdout,
+                                                f.diagnostics()))
                 time.sleep(0.2)
             cls.config = os.path.join(f.workdir, "ibfabricd.yaml")
             with open(cls.config, "w") as out:
