@@ -177,6 +177,21 @@ class SmTest(unittest.TestCase):
                         (standby_before[2], count, standby_after[2]))
         self.assertIsNone(find_sample(samples, "ibfabric_sm_query_errors_total", **LOCAL))
 
+    def test_1b_subnet_off_asks_only_the_port_sm(self):
+        config = os.path.join(self.fabric.workdir, "subnet-off.yaml")
+        with open(config, "w") as out:
+            out.write("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                      "  sm: {subnet: false}\n")
+        r = subprocess.run([ibfabricd_path(), "--once", "--config", config],
+                           env=self.fabric.env(HOST), cwd=self.fabric.workdir,
+                           capture_output=True, text=True, timeout=30)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        samples = parse_exposition(r.stdout)
+        self.assertEqual(master_info(samples)["lid"], str(self.master_lid))
+        self.assertEqual([s.name for s in samples if s.name.startswith("ibfabric_sm_subnet_")
+                          or s.name == "ibfabric_sm_sa_up"], [])
+        self.assertEqual(find_samples(samples, "ibfabric_mad_sent_total", **{"class": "sa"}), [])
+
     def test_2_stopped_master_stalls_then_resumes(self):
         f = self.fabric
         with f.daemon(["--config", self.config], host=HOST) as d:
