@@ -2,6 +2,7 @@
 #include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/sriov/sriov_collector.h"
+#include "collectors/sm/sm_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
 
 #include <vector>
@@ -15,6 +16,7 @@ std::span<const CollectorSpec> collector_specs() {
       ports::spec(),
       sriov::spec(),
       fabric::spec(),
+      sm::spec(),
   };
   return specs;
 }

@@ -860,6 +860,11 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, int umad
                             std::vector<std::uint8_t> bytes) {
   auto pit = ports_.find(addr);
   if (pit == ports_.end() || pit->second.generation != generation) return;  // a closed port's
+  // An RMPP-reassembled SA answer (GetTableResp) is as long as its payload, which is shorter
+  // than one MAD when the table is small; the rest of the engine reads whole MADs.
+  if (bytes.size() >= IB_SA_DATA_OFFS && bytes.size() < IB_MAD_SIZE && bytes[1] == IB_SA_CLASS) {
+    bytes.resize(IB_MAD_SIZE, 0);
+  }
   if (bytes.size() < IB_MAD_SIZE) {
     bad_responses_++;
     if (!logged_bad_response_) {

@@ -1,0 +1,367 @@
+#include "collectors/sm/sm_collector.h"
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+
+namespace ibfabric::sm {
+namespace {
+
+using prometheus::MetricType;
+
+// SMInfo is 24 octets; an answer shorter than that is unusable.
+constexpr std::size_t kSmInfoSize = 24;
+constexpr std::size_t kPortInfoSize = IB_SMP_DATA_SIZE;
+
+bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
+
+// What one SM of the subnet gave in this pass.
+struct SubnetSm {
+  std::optional<SmInfo> answer;      // SMInfo from the SM itself
+  std::optional<SmInfo> sa_record;   // the SA's record of it, this pass
+  std::optional<SmInfo> remembered;  // what an earlier pass saw, when neither of the above
+};
+
+struct PortPass {
+  mad::LocalPort local;
+  bool port_info_answered = false;
+  std::uint16_t lid = 0;
+  std::uint16_t sm_lid = 0;
+  bool master_asked = false;
+  std::optional<SmInfo> master;  // SMInfo from the SM at sm_lid
+  bool sa_asked = false;
+  bool sa_answered = false;
+  std::map<std::uint16_t, SubnetSm> subnet;
+  std::vector<std::string> problems;  // make the pass a failure
+};
+
+std::string port_prefix(const mad::LocalPort& lp) {
+  return "device=" + lp.ca + " port=" + std::to_string(lp.port);
+}
+
+std::string describe(const mad::Response& r) {
+  std::string text = mad::to_string(r.status);
+  if (!r.error.empty()) text += " (" + r.error + ")";
+  return text;
+}
+
+}  // namespace
+
+// One collection: every port's queries in flight at once, metrics built when the last is back.
+class Pass : public std::enable_shared_from_this<Pass> {
+ public:
+  Pass(SmCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
+      : c_(collector), done_(std::move(done)) {
+    for (auto& lp : ports) {
+      ports_.emplace_back();
+      ports_.back().local = std::move(lp);
+    }
+  }
+
+  void start() {
+    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
+    // before every first query is out.
+    ++outstanding_;
+    for (std::size_t i = 0; i < ports_.size(); ++i) query_port_info(i);
+    settle();
+  }
+
+ private:
+  void ask(std::size_t i, const char* query, std::size_t min_size, mad::Request req,
+           std::function<void(const mad::Response&)> on_ok,
+           std::function<void(const mad::Response&)> on_fail) {
+    const auto& lp = ports_[i].local;
+    req.via = mad::PortAddress{lp.ca, lp.port};
+    ++outstanding_;
+    c_.client_->submit(std::move(req),
+                       [self = shared_from_this(), i, query, min_size, on_ok = std::move(on_ok),
+                        on_fail = std::move(on_fail)](mad::Response r) {
+                         const auto& lp = self->ports_[i].local;
+                         if (r.ok() && r.data_size() < min_size) {
+                           r.status = mad::Status::mad_status;
+                           r.error = "answer too short";
+                         }
+                         self->c_.note_result({lp.ca, lp.port, query}, r);
+                         if (r.ok()) {
+                           on_ok(r);
+                         } else if (on_fail) {
+                           on_fail(r);
+                         }
+                         self->settle();
+                       });
+  }
+
+  void settle() {
+    if (--outstanding_ == 0) finish();
+  }
+
+  void query_port_info(std::size_t i) {
+    auto& pp = ports_[i];
+    ask(
+        i, "port_info", kPortInfoSize,
+        mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_PORT_INFO,
+                              static_cast<std::uint32_t>(pp.local.port)),
+        [this, i](const mad::Response& r) {
+          auto& pp = ports_[i];
+          pp.port_info_answered = true;
+          pp.lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
+          pp.sm_lid = static_cast<std::uint16_t>(r.get(IB_PORT_SMLID_F));
+          // A port without a LID, or that no SM has configured, has nobody to ask by LID.
+          if (!routable_lid(pp.lid) || !routable_lid(pp.sm_lid)) return;
+          query_master(i);
+          if (c_.subnet_) query_sa(i);
+        },
+        [this, i](const mad::Response& r) {
+          ports_[i].problems.push_back("PortInfo of the local port failed: " + describe(r));
+        });
+  }
+
+  void query_master(std::size_t i) {
+    auto& pp = ports_[i];
+    pp.master_asked = true;
+    ask(
+        i, "sm_info_master", kSmInfoSize,
+        mad::Request::smp_get(mad::Destination::to_lid(pp.sm_lid), IB_ATTR_SMINFO),
+        [this, i](const mad::Response& r) { ports_[i].master = decode_sm_info(r.data()); },
+        [this, i](const mad::Response& r) {
+          auto& pp = ports_[i];
+          pp.problems.push_back("the SM the port points at (lid " + std::to_string(pp.sm_lid) +
+                                ") did not answer SMInfo: " + describe(r));
+        });
+  }
+
+  void query_sa(std::size_t i) {
+    auto& pp = ports_[i];
+    pp.sa_asked = true;
+    mad::Request req;
+    req.to = mad::Destination::to_lid(pp.sm_lid);
+    req.mgmt_class = mad::kSubnAdm;
+    req.method = IB_MAD_METHOD_GET_TABLE;
+    req.attr_id = IB_SA_ATTR_SMINFORECORD;
+    ask(
+        i, "sm_info_record", 0, std::move(req),
+        [this, i](const mad::Response& r) {
+          auto& pp = ports_[i];
+          pp.sa_answered = true;
+          for (const auto& rec : decode_sm_info_records(r.mad.data(), r.mad.size())) {
+            pp.subnet[rec.lid].sa_record = rec.info;
+          }
+          query_subnet_sms(i);
+        },
+        [this, i](const mad::Response& r) {
+          auto& pp = ports_[i];
+          pp.problems.push_back("the SA at lid " + std::to_string(pp.sm_lid) +
+                                " did not answer the SMInfoRecord table: " + describe(r));
+          // The SMs seen before are still worth asking: the standby of a dead master is.
+          const auto& memory = c_.memory_[{pp.local.ca, pp.local.port}];
+          for (const auto& [lid, info] : memory.known_sms) pp.subnet[lid].remembered = info;
+          query_subnet_sms(i);
+        });
+  }
+
+  void query_subnet_sms(std::size_t i) {
+    auto& pp = ports_[i];
+    for (auto& [lid, sm] : pp.subnet) {
+      // The SM at the port's SM LID is already being asked.
+      if (lid == pp.sm_lid || !routable_lid(lid)) continue;
+      std::uint16_t target = lid;
+      ask(
+          i, "sm_info_subnet", kSmInfoSize,
+          mad::Request::smp_get(mad::Destination::to_lid(target), IB_ATTR_SMINFO),
+          [this, i, target](const mad::Response& r) {
+            ports_[i].subnet[target].answer = decode_sm_info(r.data());
+          },
+          nullptr);
+    }
+  }
+
+  void emit_port(MetricsBuilder& out, PortPass& pp) {
+    auto& memory = c_.memory_[{pp.local.ca, pp.local.port}];
+    Labels l{{"device", pp.local.ca}, {"port", std::to_string(pp.local.port)}};
+    if (pp.port_info_answered) {
+      out.gauge("ibfabric_sm_port_sm_lid",
+                "LID of the master SM the local port points at (PortInfo.MasterSMLID); 0 when no "
+                "SM has configured the port.",
+                l, pp.sm_lid);
+    }
+    if (pp.master_asked) {
+      out.gauge("ibfabric_sm_master_up",
+                "1 when the SM at the port's MasterSMLID answered SMInfo in the last poll.", l,
+                pp.master ? 1 : 0);
+    }
+    if (pp.master) {
+      const SmInfo& m = *pp.master;
+      Labels info = l;
+      info.emplace_back("guid", hex_guid(m.guid));
+      info.emplace_back("lid", std::to_string(pp.sm_lid));
+      info.emplace_back("state", state_name(m.state));
+      out.info("ibfabric_sm_master_info",
+               "The SM the local port points at: its port GUID, LID and state name (SMInfo).",
+               info);
+      out.gauge("ibfabric_sm_master_state",
+                "SMInfo.SMState of the SM the port points at: 0 not_active, 1 discovering, 2 "
+                "standby, 3 master.",
+                l, m.state);
+      out.gauge("ibfabric_sm_master_priority",
+                "SMInfo.Priority of the SM the port points at (0-15, higher wins).", l, m.priority);
+      out.gauge("ibfabric_sm_master_activity_count",
+                "SMInfo.ActCount of the SM the port points at: moves while the SM works; 32-bit, "
+                "restarts with the SM.",
+                l, m.activity_count);
+    }
+    memory.master.observe(pp.master);
+    out.counter("ibfabric_sm_master_changes_total",
+                "Times this daemon saw the master SM of the port's subnet change to another GUID "
+                "(failover or handover) since it started.",
+                l, static_cast<double>(memory.master.master_changes()));
+    out.gauge("ibfabric_sm_activity_stalled_polls",
+              "Polls in a row in which the master SM's activity count was not seen moving (same "
+              "count, or no answer); 0 while it works.",
+              l, static_cast<double>(memory.master.stalled_polls()));
+
+    if (!pp.sa_asked) return;
+    out.gauge("ibfabric_sm_sa_up",
+              "1 when the SA at the port's MasterSMLID answered the SMInfoRecord table in the "
+              "last poll.",
+              l, pp.sa_answered ? 1 : 0);
+    // The SM at the port's SM LID belongs in the list even if the table missed it.
+    if (pp.master) pp.subnet[pp.sm_lid].answer = pp.master;
+    if (!pp.master && pp.subnet.count(pp.sm_lid) == 0 && memory.known_sms.count(pp.sm_lid)) {
+      pp.subnet[pp.sm_lid].remembered = memory.known_sms[pp.sm_lid];
+    }
+    int by_state[4] = {0, 0, 0, 0};
+    std::map<std::uint16_t, SmInfo> known;
+    for (const auto& [lid, sm] : pp.subnet) {
+      const std::optional<SmInfo>& now = sm.answer ? sm.answer : sm.sa_record;
+      const std::optional<SmInfo>& any = now ? now : sm.remembered;
+      if (!any) continue;
+      known[lid] = *any;
+      Labels sl = l;
+      sl.emplace_back("guid", hex_guid(any->guid));
+      sl.emplace_back("lid", std::to_string(lid));
+      out.gauge("ibfabric_sm_subnet_sm_responding",
+                "1 when this SM answered SMInfo in the last poll; 0 when the SA lists it, or an "
+                "earlier poll saw it, but it did not answer.",
+                sl, sm.answer ? 1 : 0);
+      if (!now) continue;  // nothing read about it in this poll
+      if (now->state >= 0 && now->state < 4) by_state[now->state]++;
+      Labels info = sl;
+      info.emplace_back("state", state_name(now->state));
+      out.info("ibfabric_sm_subnet_sm_info",
+               "Every SM of the subnet (SA SMInfoRecord table, then SMInfo from each SM): its "
+               "port GUID, LID and state name.",
+               info);
+      out.gauge("ibfabric_sm_subnet_sm_state",
+                "SMInfo.SMState of each SM of the subnet: 0 not_active, 1 discovering, 2 standby, "
+                "3 master.",
+                sl, now->state);
+      out.gauge("ibfabric_sm_subnet_sm_priority", "SMInfo.Priority of each SM of the subnet.", sl,
+                now->priority);
+      out.gauge("ibfabric_sm_subnet_sm_activity_count", "SMInfo.ActCount of each SM of the subnet.",
+                sl, now->activity_count);
+    }
+    for (int s = 0; s < 4; ++s) {
+      Labels cl = l;
+      cl.emplace_back("state", state_name(s));
+      out.gauge("ibfabric_sm_subnet_sms",
+                "Number of SMs of the subnet in each state, as read in the last poll (more than "
+                "one master: split subnet).",
+                cl, by_state[s]);
+    }
+    // Forget SMs only when the SA gave a fresh table without them.
+    if (pp.sa_answered) {
+      memory.known_sms = std::move(known);
+    } else {
+      for (auto& [lid, info] : known) memory.known_sms[lid] = info;
+    }
+  }
+
+  void finish() {
+    MetricsBuilder out;
+    std::vector<std::string> problems;
+    for (auto& pp : ports_) {
+      emit_port(out, pp);
+      for (const auto& p : pp.problems) problems.push_back(port_prefix(pp.local) + ": " + p);
+    }
+    const char* errors_help =
+        "MAD queries of the collector that failed (timeout, error status, no port), by query: "
+        "port_info, sm_info_master, sm_info_subnet, sm_info_record.";
+    out.declare("ibfabric_sm_query_errors_total", errors_help, MetricType::Counter);
+    for (const auto& [key, n] : c_.errors_) {
+      const auto& [device, port, query] = key;
+      out.counter("ibfabric_sm_query_errors_total", errors_help,
+                  {{"device", device}, {"port", std::to_string(port)}, {"query", query}},
+                  static_cast<double>(n));
+    }
+    CollectResult result;
+    // No InfiniBand port is nothing to collect, not a failure.
+    if (!problems.empty()) {
+      result.success = false;
+      for (const auto& p : problems) {
+        if (!result.error.empty()) result.error += "; ";
+        result.error += p;
+      }
+    }
+    result.metrics = std::move(out).take();
+    auto done = std::move(done_);
+    done(std::move(result));
+  }
+
+  SmCollector& c_;
+  Collector::Done done_;
+  std::vector<PortPass> ports_;
+  int outstanding_ = 0;
+};
+
+SmCollector::SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                         std::vector<std::string> devices, bool subnet)
+    : engine_factory_(std::move(engine_factory)),
+      only_devices_(devices.begin(), devices.end()),
+      subnet_(subnet) {}
+
+void SmCollector::collect(Done done) {
+  if (!engine_) {
+    if (engine_factory_) engine_ = engine_factory_();
+    if (!engine_) {
+      done(CollectResult{{}, false, "no MAD engine"});
+      return;
+    }
+    client_ = engine_->client();
+  }
+  std::vector<mad::LocalPort> ports;
+  for (auto& lp : mad::list_local_ports()) {
+    if (lp.link_layer == "Ethernet") continue;  // RoCE: no subnet manager
+    if (!only_devices_.empty() && !only_devices_.count(lp.ca)) continue;
+    ports.push_back(std::move(lp));
+  }
+  auto pass = std::make_shared<Pass>(*this, std::move(done), std::move(ports));
+  pass->start();
+}
+
+void SmCollector::note_result(const ErrorKey& key, const mad::Response& r) {
+  const auto& [device, port, query] = key;
+  if (r.ok()) {
+    if (failing_.erase(key)) {
+      spdlog::info("sm: query works again device={} port={} query={}", device, port, query);
+    }
+    return;
+  }
+  errors_[key]++;
+  if (failing_.insert(key).second) {
+    spdlog::warn("sm: query failed device={} port={} query={} result={} error=\"{}\"", device, port,
+                 query, mad::to_string(r.status), r.error);
+  }
+}
+
+CollectorSpec spec() {
+  return CollectorSpec{
+      "sm", true, std::chrono::seconds(15),
+      [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
+        auto devices = section.get_string_list("devices");
+        bool subnet = section.get_bool("subnet", true);
+        section.finish();
+        return std::make_unique<SmCollector>(context.mad_engine, std::move(devices), subnet);
+      }};
+}
+
+}  // namespace ibfabric::sm

@@ -1,0 +1,60 @@
+#pragma once
+// The `sm` collector: for every local InfiniBand port, the Subnet Manager the port points at
+// (PortInfo.MasterSMLID, then SMInfo from that LID) and every SM of the subnet (the SA's
+// SMInfoRecord table, then SMInfo from each of them), plus what this daemon derives over time:
+// master changes and a master whose activity count stopped moving. SMInfo and SA Get/GetTable
+// only; everything goes through the shared MAD engine. Metrics: docs/sm.md.
+
+#include "collectors/collector.h"
+#include "collectors/mad/engine.h"
+#include "collectors/sm/sm_decode.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace ibfabric::sm {
+
+// name "sm", enabled by default, every 15s. Config keys (besides enabled and interval):
+//   devices: [mlx5_0, ...]   only these CAs (default: all)
+//   subnet: true             also list every SM of the subnet (SA table + SMInfo from each)
+CollectorSpec spec();
+
+class SmCollector final : public Collector {
+ public:
+  SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+              std::vector<std::string> devices, bool subnet);
+  void collect(Done done) override;
+
+  using PortKey = std::pair<std::string, int>;  // CA name, port number
+  // Problems per (device, port, query): counted since start, logged when a query starts
+  // failing and when it works again.
+  using ErrorKey = std::tuple<std::string, int, std::string>;
+  void note_result(const ErrorKey& key, const mad::Response& r);
+
+  // What the collector remembers of one local port between polls.
+  struct PortMemory {
+    MasterTracker master;
+    // Every SM of the subnet seen last, by LID: asked again when the SA does not answer (as
+    // when the master that hosts it is dead), until the SA gives a new table.
+    std::map<std::uint16_t, SmInfo> known_sms;
+  };
+
+ private:
+  friend class Pass;
+  std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
+  std::shared_ptr<mad::Engine> engine_;
+  std::unique_ptr<mad::Client> client_;
+  std::set<std::string> only_devices_;
+  bool subnet_;
+  std::map<PortKey, PortMemory> memory_;
+  std::map<ErrorKey, std::uint64_t> errors_;
+  std::set<ErrorKey> failing_;
+};
+
+}  // namespace ibfabric::sm
