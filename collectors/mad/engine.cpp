@@ -252,6 +252,16 @@ std::vector<LocalPort> list_local_ports() {
   return out;
 }
 
+std::vector<LocalPort> list_infiniband_ports(const std::set<std::string>& only) {
+  std::vector<LocalPort> ports;
+  for (auto& port : list_local_ports()) {
+    if (port.link_layer == "Ethernet") continue;
+    if (!only.empty() && !only.count(port.ca)) continue;
+    ports.push_back(std::move(port));
+  }
+  return ports;
+}
+
 // ---------------------------------------------------------------------------------------------
 // The engine
 

@@ -36,6 +36,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,9 @@ struct LocalPort {
 // Every port of every CA libibumad finds, sorted by CA then port. Empty when there is none or
 // libibumad cannot be initialised. Synchronous sysfs reads only.
 std::vector<LocalPort> list_local_ports();
+// The InfiniBand ones (RoCE ports have no subnet management), only of the CAs in `only` when
+// it is not empty.
+std::vector<LocalPort> list_infiniband_ports(const std::set<std::string>& only);
 
 // Which local port a request leaves from. ca "" = the engine's default port.
 struct PortAddress {

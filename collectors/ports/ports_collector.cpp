@@ -311,13 +311,8 @@ void PortsCollector::collect(Done done) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
   }
-  std::vector<mad::LocalPort> ports;
-  for (auto& lp : mad::list_local_ports()) {
-    if (lp.link_layer == "Ethernet") continue;  // RoCE: no subnet management
-    if (!only_devices_.empty() && !only_devices_.count(lp.ca)) continue;
-    ports.push_back(std::move(lp));
-  }
-  auto pass = std::make_shared<Pass>(*this, std::move(done), std::move(ports));
+  auto pass =
+      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
   pass->start();
 }
 

@@ -73,22 +73,22 @@ class Pass : public std::enable_shared_from_this<Pass> {
     const auto& lp = ports_[i].local;
     req.via = mad::PortAddress{lp.ca, lp.port};
     ++outstanding_;
-    c_.client_->submit(std::move(req),
-                       [self = shared_from_this(), i, query, min_size, on_ok = std::move(on_ok),
-                        on_fail = std::move(on_fail)](mad::Response r) {
-                         const auto& lp = self->ports_[i].local;
-                         if (r.ok() && r.data_size() < min_size) {
-                           r.status = mad::Status::mad_status;
-                           r.error = "answer too short";
-                         }
-                         self->c_.note_result({lp.ca, lp.port, query}, r);
-                         if (r.ok()) {
-                           on_ok(r);
-                         } else if (on_fail) {
-                           on_fail(r);
-                         }
-                         self->settle();
-                       });
+    c_.mad_.client().submit(
+        std::move(req), [self = shared_from_this(), i, query, min_size, on_ok = std::move(on_ok),
+                         on_fail = std::move(on_fail)](mad::Response r) {
+          const auto& lp = self->ports_[i].local;
+          if (r.ok() && r.data_size() < min_size) {
+            r.status = mad::Status::mad_status;
+            r.error = "answer too short";
+          }
+          self->c_.note_result({lp.ca, lp.port, query}, r);
+          if (r.ok()) {
+            on_ok(r);
+          } else if (on_fail) {
+            on_fail(r);
+          }
+          self->settle();
+        });
   }
 
   void settle() {
@@ -315,26 +315,17 @@ class Pass : public std::enable_shared_from_this<Pass> {
 
 SmCollector::SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                          std::vector<std::string> devices, bool subnet)
-    : engine_factory_(std::move(engine_factory)),
+    : mad_(std::move(engine_factory)),
       only_devices_(devices.begin(), devices.end()),
       subnet_(subnet) {}
 
 void SmCollector::collect(Done done) {
-  if (!engine_) {
-    if (engine_factory_) engine_ = engine_factory_();
-    if (!engine_) {
-      done(CollectResult{{}, false, "no MAD engine"});
-      return;
-    }
-    client_ = engine_->client();
+  if (!mad_.engine()) {
+    done(CollectResult{{}, false, "no MAD engine"});
+    return;
   }
-  std::vector<mad::LocalPort> ports;
-  for (auto& lp : mad::list_local_ports()) {
-    if (lp.link_layer == "Ethernet") continue;  // RoCE: no subnet manager
-    if (!only_devices_.empty() && !only_devices_.count(lp.ca)) continue;
-    ports.push_back(std::move(lp));
-  }
-  auto pass = std::make_shared<Pass>(*this, std::move(done), std::move(ports));
+  auto pass =
+      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
   pass->start();
 }
 

@@ -47,9 +47,7 @@ class SmCollector final : public Collector {
 
  private:
   friend class Pass;
-  std::function<std::shared_ptr<mad::Engine>()> engine_factory_;
-  std::shared_ptr<mad::Engine> engine_;
-  std::unique_ptr<mad::Client> client_;
+  mad::ClientHandle mad_;
   std::set<std::string> only_devices_;
   bool subnet_;
   std::map<PortKey, PortMemory> memory_;
