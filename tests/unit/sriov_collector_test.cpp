@@ -7,6 +7,8 @@
 #include "collectors/sriov/sriov_netlink.h"
 #include "collectors/sriov/sriov_sysfs.h"
 
+#include "tests/unit/collector_test_support.h"
+
 #include <gtest/gtest.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
@@ -27,27 +29,13 @@
 namespace ibfabric::sriov {
 namespace {
 
+using namespace ibfabric::test_support;
+
 namespace fs = std::filesystem;
 
 std::string fixture(const std::string& name) {
   return std::string(IBFABRIC_SOURCE_DIR) + "/tests/fixtures/sysfs/" + name;
 }
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/ibfabric-sriov-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 std::string copy_fixture(const TempDir& tmp, const std::string& name) {
   fs::copy(fixture(name), tmp.path(),
@@ -57,84 +45,7 @@ std::string copy_fixture(const TempDir& tmp, const std::string& name) {
 
 void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_level(spdlog::level::trace);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  std::vector<std::string> take() {
-    std::vector<std::string> lines;
-    std::string line;
-    std::istringstream in(stream_.str());
-    while (std::getline(in, line)) lines.push_back(line);
-    stream_.str("");
-    return lines;
-  }
-
- private:
-  std::ostringstream stream_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
 // --- metrics helpers ---------------------------------------------------------------------------
-
-std::map<std::string, std::string> label_map(const prometheus::ClientMetric& metric) {
-  std::map<std::string, std::string> out;
-  for (const auto& label : metric.label) out[label.name] = label.value;
-  return out;
-}
-
-bool has_labels(const prometheus::ClientMetric& metric, const Labels& labels) {
-  auto map = label_map(metric);
-  for (const auto& [name, value] : labels) {
-    auto found = map.find(name);
-    if (found == map.end() || found->second != value) return false;
-  }
-  return true;
-}
-
-const prometheus::MetricFamily* family(const MetricFamilies& families, const std::string& name) {
-  for (const auto& f : families) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-std::vector<const prometheus::ClientMetric*> samples(const MetricFamilies& families,
-                                                     const std::string& name,
-                                                     const Labels& labels = {}) {
-  std::vector<const prometheus::ClientMetric*> out;
-  if (const auto* f = family(families, name)) {
-    for (const auto& metric : f->metric) {
-      if (has_labels(metric, labels)) out.push_back(&metric);
-    }
-  }
-  return out;
-}
-
-std::optional<double> value(const MetricFamilies& families, const std::string& name,
-                            const Labels& labels) {
-  auto found = samples(families, name, labels);
-  if (found.empty()) return std::nullopt;
-  EXPECT_EQ(found.size(), 1u) << name << " has several samples with these labels";
-  const auto* f = family(families, name);
-  return f->type == prometheus::MetricType::Counter ? found[0]->counter.value
-                                                    : found[0]->gauge.value;
-}
-
-std::map<std::string, std::string> info(const MetricFamilies& families, const std::string& name,
-                                        const Labels& labels) {
-  auto found = samples(families, name, labels);
-  EXPECT_EQ(found.size(), 1u) << name;
-  if (found.size() != 1) return {};
-  EXPECT_EQ(found[0]->gauge.value, 1);
-  return label_map(*found[0]);
-}
 
 // --- collector helpers ---------------------------------------------------------------------
 
@@ -143,13 +54,6 @@ std::unique_ptr<Collector> make(const std::string& root, const std::string& yaml
   CollectorContext context{io, root, {}};
   ConfigSection section(YAML::Load(yaml), "test.yaml", "collectors.sriov");
   return spec().create(context, section);
-}
-
-CollectResult collect(Collector& collector) {
-  std::optional<CollectResult> result;
-  collector.collect([&](CollectResult r) { result = std::move(r); });
-  EXPECT_TRUE(result) << "collect() returned without calling done";
-  return result ? std::move(*result) : CollectResult{};
 }
 
 // An RTM_NEWLINK for `ifname` with VFs `indexes`, each with counters index*100+1..+8, and a

@@ -4,6 +4,8 @@
 
 #include "collectors/sysfs/sysfs_collector.h"
 
+#include "tests/unit/collector_test_support.h"
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +18,8 @@
 
 namespace ibfabric::sysfs {
 namespace {
+
+using namespace ibfabric::test_support;
 
 namespace fs = std::filesystem;
 
@@ -30,70 +34,6 @@ std::unique_ptr<Collector> make(const std::string& root, const std::string& yaml
   ConfigSection section(yaml.empty() ? YAML::Node() : YAML::Load(yaml), "test.yaml",
                         "collectors.sysfs");
   return spec().create(context, section);
-}
-
-CollectResult collect(Collector& collector) {
-  std::optional<CollectResult> result;
-  collector.collect([&](CollectResult r) { result = std::move(r); });
-  EXPECT_TRUE(result) << "collect() returned without calling done";
-  return result ? std::move(*result) : CollectResult{};
-}
-
-bool has_labels(const prometheus::ClientMetric& metric, const Labels& labels) {
-  for (const auto& [name, value] : labels) {
-    bool found = false;
-    for (const auto& label : metric.label) {
-      if (label.name == name) found = label.value == value;
-    }
-    if (!found) return false;
-  }
-  return true;
-}
-
-const prometheus::MetricFamily* family(const MetricFamilies& families, const std::string& name) {
-  for (const auto& f : families) {
-    if (f.name == name) return &f;
-  }
-  return nullptr;
-}
-
-// The samples of `name` carrying all of `labels`.
-std::vector<const prometheus::ClientMetric*> samples(const MetricFamilies& families,
-                                                     const std::string& name,
-                                                     const Labels& labels = {}) {
-  std::vector<const prometheus::ClientMetric*> out;
-  if (const auto* f = family(families, name)) {
-    for (const auto& metric : f->metric) {
-      if (has_labels(metric, labels)) out.push_back(&metric);
-    }
-  }
-  return out;
-}
-
-// The value of the one sample of `name` with `labels`; nullopt when there is none.
-std::optional<double> value(const MetricFamilies& families, const std::string& name,
-                            const Labels& labels) {
-  auto found = samples(families, name, labels);
-  if (found.empty()) return std::nullopt;
-  EXPECT_EQ(found.size(), 1u) << name << " has several samples with these labels";
-  const auto* f = family(families, name);
-  return f->type == prometheus::MetricType::Counter ? found[0]->counter.value
-                                                    : found[0]->gauge.value;
-}
-
-std::map<std::string, std::string> label_map(const prometheus::ClientMetric& metric) {
-  std::map<std::string, std::string> out;
-  for (const auto& label : metric.label) out[label.name] = label.value;
-  return out;
-}
-
-std::map<std::string, std::string> info(const MetricFamilies& families, const std::string& name,
-                                        const Labels& labels) {
-  auto found = samples(families, name, labels);
-  EXPECT_EQ(found.size(), 1u) << name;
-  if (found.size() != 1) return {};
-  EXPECT_EQ(found[0]->gauge.value, 1);
-  return label_map(*found[0]);
 }
 
 const Labels kMlx5_0Port1{{"device", "mlx5_0"}, {"port", "1"}};
@@ -149,53 +89,6 @@ void expect_hw(const MetricFamilies& m, const Labels& port,
     EXPECT_EQ(value(m, "ibfabric_sysfs_port_hw_stat_total", labels), want) << counter;
   }
 }
-
-// Captures what the collector logs, to check each bad file is logged once.
-class LogCapture {
- public:
-  LogCapture() : previous_(spdlog::default_logger()) {
-    auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_);
-    auto logger = std::make_shared<spdlog::logger>("capture", sink);
-    logger->set_level(spdlog::level::trace);
-    logger->set_pattern("%l %v");
-    spdlog::set_default_logger(logger);
-  }
-  ~LogCapture() { spdlog::set_default_logger(previous_); }
-  // Lines logged since the last call.
-  std::vector<std::string> take() {
-    std::vector<std::string> lines;
-    std::string line;
-    std::istringstream in(stream_.str());
-    while (std::getline(in, line)) lines.push_back(line);
-    stream_.str("");
-    return lines;
-  }
-
- private:
-  std::ostringstream stream_;
-  std::shared_ptr<spdlog::logger> previous_;
-};
-
-std::size_t count_containing(const std::vector<std::string>& lines, const std::string& text) {
-  return std::count_if(lines.begin(), lines.end(),
-                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
-}
-
-class TempDir {
- public:
-  TempDir() {
-    char pattern[] = "/tmp/ibfabric-sysfs-test-XXXXXX";
-    path_ = mkdtemp(pattern);
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    fs::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
 
 void write(const fs::path& path, const std::string& text) {
   fs::create_directories(path.parent_path());
