@@ -1,8 +1,8 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
-#include "collectors/sriov/sriov_collector.h"
 #include "collectors/sm/sm_collector.h"
+#include "collectors/sriov/sriov_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
 
 #include <vector>
@@ -12,11 +12,7 @@ namespace ibfabric {
 std::span<const CollectorSpec> collector_specs() {
   // Adding a collector: its folder, and one line here.
   static const std::vector<CollectorSpec> specs{
-      sysfs::spec(),
-      ports::spec(),
-      sriov::spec(),
-      fabric::spec(),
-      sm::spec(),
+      sysfs::spec(), ports::spec(), sriov::spec(), fabric::spec(), sm::spec(),
   };
   return specs;
 }

@@ -66,7 +66,8 @@ class EndpointLoadTest(unittest.TestCase):
                 print("open fds %d -> %d, resident %.1f -> %.1f MiB" %
                       (fds_before, fds_after, rss_before / 2**20, rss_after / 2**20))
                 self.assertLessEqual(fds_after, fds_before + 2)
-                self.assertLessEqual(rss_after, rss_before + RSS_MARGIN_BYTES)
+                if os.environ.get("IBFABRIC_SANITIZED") != "1":  # ASan's quarantine; LSan checks
+                    self.assertLessEqual(rss_after, rss_before + RSS_MARGIN_BYTES)
                 # The daemon still answers and still collects.
                 body = d.scrape()
                 self.assertIn('ibfabric_collector_success{collector="sysfs"} 1', body)
