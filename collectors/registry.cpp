@@ -11,9 +11,15 @@ namespace ibfabric {
 
 std::span<const CollectorSpec> collector_specs() {
   // Adding a collector: its folder, and one line here.
+  // clang-format off: one line per collector
   static const std::vector<CollectorSpec> specs{
-      sysfs::spec(), ports::spec(), sriov::spec(), fabric::spec(), sm::spec(),
+      sysfs::spec(),
+      ports::spec(),
+      sm::spec(),
+      sriov::spec(),
+      fabric::spec(),
   };
+  // clang-format on
   return specs;
 }
 
