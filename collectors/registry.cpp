@@ -11,7 +11,8 @@ namespace ibfabric {
 
 std::span<const CollectorSpec> collector_specs() {
   // Adding a collector: its folder, and one line here.
-  // clang-format off: one line per collector
+  // One line per collector:
+  // clang-format off
   static const std::vector<CollectorSpec> specs{
       sysfs::spec(),
       ports::spec(),
