@@ -229,6 +229,23 @@ def fabric_overview():
                        "tick length is the hardware's; compare ports with each other.", "cps",
                        target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_wait_ticks_total"),
                               "{{instance}} {{device}}/{{port}} {{side}}")), 24, 8)
+    lay.row("Subnet Manager")
+    lay.add(stat("SMs in state master", "Most SMs in state master any node sees (exactly 1 is "
+                 "healthy; 0 means no master).", "none",
+                 target("max(ibfabric_sm_subnet_sms{%s,state=\"master\"})" % SEL,
+                        instant=True)), 6, 4)
+    lay.add(stat("Master SM stalled polls", "Polls in a row in which the master's activity "
+                 "count did not move (a hung SM), worst node.", "none",
+                 target("max(ibfabric_sm_activity_stalled_polls{%s})" % SEL, instant=True),
+                 thresholds=4), 6, 4)
+    lay.add(timeseries("Master changes seen", "Master SM changes (failovers) seen by the nodes, "
+                       "per second.", "cps",
+                       target("sum(rate(ibfabric_sm_master_changes_total{%s}[%s]))" % (SEL, RI),
+                              "master changes")), 12, 4)
+    lay.add(table("Subnet Managers", "Every SM of the subnet with its state, as the nodes see "
+                  "them (ibfabric_sm_subnet_sm_info).", "none",
+                  target("max by (guid, lid, state) (ibfabric_sm_subnet_sm_info{%s})" % SEL,
+                         instant=True, fmt="table")), 24, 5)
     lay.row("Switch ports (fabric collector, on the nodes that sweep the fabric)")
     fsel = SEL
     lay.add(stat("Switch ports not ACTIVE",
@@ -263,7 +280,7 @@ def fabric_overview():
                               % (fsel, RI), "{{node_guid}} port {{port}}")), 12, 8)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
-                     "top talkers.", lay, variables())
+                     "top talkers, Subnet Manager state, switch ports.", lay, variables())
 
 
 def node_detail():
