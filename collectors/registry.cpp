@@ -1,6 +1,7 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
+#include "collectors/probe/probe_collector.h"
 #include "collectors/sm/sm_collector.h"
 #include "collectors/sriov/sriov_collector.h"
 #include "collectors/sysfs/sysfs_collector.h"
@@ -19,6 +20,7 @@ std::span<const CollectorSpec> collector_specs() {
       sm::spec(),
       sriov::spec(),
       fabric::spec(),
+      probe::spec(),
   };
   // clang-format on
   return specs;

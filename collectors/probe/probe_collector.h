@@ -1,0 +1,60 @@
+#pragma once
+// The `probe` collector: active RTT probes to peers over UDP, a responder that answers them,
+// and per-peer statistics (histograms, windowed percentiles, jitter, spikes).
+//
+// Wire format (UDP payload, big-endian), request and reply alike:
+//   0  "IBFP"  4  version (1)  5  type (1 request, 2 reply)  6  reserved (2)
+//   8  sequence number (4)  12  prober token (8)  20  responder hold time in ns (8)  28  padding
+// The responder copies the request, sets type 2, and writes how long the probe spent inside
+// it (receive to send, CLOCK_MONOTONIC) so that the prober can tell host delay from network
+// delay. Metrics and keys: README.md, "Collector `probe`".
+
+#include "collectors/collector.h"
+#include "collectors/probe/probe_stats.h"
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace ibfabric::probe {
+
+struct TargetConfig {
+  std::string name;     // the `peer` label; default: the address
+  std::string address;  // IP:PORT or [IPv6]:PORT
+};
+
+struct ProbeConfig {
+  std::string udp_listen = ":10917";  // the responder; "" = none
+  std::vector<TargetConfig> targets;
+  std::chrono::nanoseconds probe_interval = std::chrono::seconds(1);  // per peer
+  std::chrono::nanoseconds timeout = std::chrono::seconds(1);
+  std::size_t payload_bytes = 64;
+  std::size_t max_peers = 64;
+  double max_probes_per_second = 100;  // over all peers
+  std::size_t window = 1024;           // RTTs behind the percentiles
+  SpikeRule spike;
+};
+
+// The wire format, exposed for tests.
+constexpr std::size_t kHeaderBytes = 28;
+struct Message {
+  bool reply = false;
+  std::uint32_t sequence = 0;
+  std::uint64_t token = 0;
+  std::uint64_t hold_ns = 0;
+};
+std::optional<Message> decode(const std::uint8_t* data, std::size_t size);
+void encode(const Message& m, std::uint8_t* data);  // writes kHeaderBytes
+
+// The peers one node probes when there are more than `max_peers`: a stable pseudo-random
+// subset (FNV-1a of "self|peer" sorted), so that N nodes do not make N^2 probes and every node
+// picks a different subset.
+std::vector<TargetConfig> choose_peers(const std::string& self, std::vector<TargetConfig> targets,
+                                       std::size_t max_peers);
+
+CollectorSpec spec();
+
+}  // namespace ibfabric::probe
