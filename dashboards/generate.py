@@ -400,6 +400,62 @@ def daemon():
                      lay, variables())
 
 
+def heatmap(title, description, expr):
+    p = panel("heatmap", title, description, "s",
+              [target(expr, "{{le}}", fmt="heatmap")],
+              options={"calculate": False, "yAxis": {"unit": "s"},
+                       "cellGap": 1, "color": {"mode": "scheme", "scheme": "Oranges"}})
+    return p
+
+
+def probes():
+    lay = Layout()
+    psel = SEL + ',peer=~"$peer"'
+    lay.row("Round-trip time")
+    lay.add(heatmap("RTT distribution", "Answered probes per RTT bucket over time (all selected "
+                    "peers), from ibfabric_probe_rtt_seconds.",
+                    "sum by (le) (rate(ibfabric_probe_rtt_seconds_bucket{%s}[%s]))"
+                    % (psel, RI)), 24, 9)
+    lay.add(timeseries("p99 RTT per peer", "99th percentile over each peer's latest probes "
+                       "(the collector's window).", "s",
+                       target("ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}" % psel,
+                              "{{instance}} -> {{peer}}")), 12, 8)
+    lay.add(timeseries("p50 RTT: full and network share", "Median RTT, and the median of RTT "
+                       "minus the time the responder held the probe; a gap is host delay.", "s",
+                       target("histogram_quantile(0.5, sum by (le) (rate("
+                              "ibfabric_probe_rtt_seconds_bucket{%s}[%s])))" % (psel, RI),
+                              "full RTT"),
+                       target("histogram_quantile(0.5, sum by (le) (rate("
+                              "ibfabric_probe_network_rtt_seconds_bucket{%s}[%s])))" % (psel, RI),
+                              "network share", ref="B")), 12, 8)
+    lay.row("Spikes, jitter, loss")
+    lay.add(timeseries("RTT spikes per second", "Probes above spike_multiplier x the peer's "
+                       "baseline median and above spike_floor.", "cps",
+                       target("sum by (instance, peer) (rate(ibfabric_probe_spikes_total{%s}[%s]))"
+                              % (psel, RI), "{{instance}} -> {{peer}}")), 8, 8)
+    lay.add(timeseries("Jitter per peer", "RFC 3550 jitter of consecutive RTTs.", "s",
+                       target("ibfabric_probe_jitter_seconds{%s}" % psel,
+                              "{{instance}} -> {{peer}}")), 8, 8)
+    lay.add(timeseries("Loss per peer", "Share of probes without an answer within the "
+                       "timeout.", "percentunit",
+                       target("sum by (instance, peer) (rate(ibfabric_probe_lost_total{%s}[%s])) "
+                              "/ sum by (instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
+                              % (psel, RI, psel, RI), "{{instance}} -> {{peer}}")), 8, 8)
+    lay.add(timeseries("Probes per second", "Probes sent per peer, and requests this node's "
+                       "responder answered.", "pps",
+                       target("sum by (instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
+                              % (psel, RI), "sent {{instance}} -> {{peer}}"),
+                       target("sum by (instance) (rate("
+                              "ibfabric_probe_responder_requests_total{%s}[%s]))" % (SEL, RI),
+                              "answered by {{instance}}", ref="B")), 24, 7)
+    extra = [("peer", "Peer",
+              'label_values(ibfabric_probe_sent_total{job=~"$job",instance=~"$instance"}, peer)')]
+    return dashboard("ibfabric-probes", "ibfabric / Probes and jitter",
+                     "Active probes between nodes: RTT distribution, p99 and spikes per peer, "
+                     "jitter, loss, and host delay told apart from network delay.", lay,
+                     variables(extra=extra))
+
+
 def sriov():
     lay = Layout()
     vsel = SEL + ',pf=~"$pf"'
@@ -455,6 +511,7 @@ def sriov():
 DASHBOARDS = {
     "ibfabric-fabric-overview.json": fabric_overview,
     "ibfabric-node.json": node_detail,
+    "ibfabric-probes.json": probes,
     "ibfabric-sriov.json": sriov,
     "ibfabric-daemon.json": daemon,
 }

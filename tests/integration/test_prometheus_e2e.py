@@ -18,7 +18,7 @@ import tempfile
 import time
 import unittest
 
-from ibfabric_testlib import fixture, source_dir
+from ibfabric_testlib import fixture, free_port, source_dir
 from promserver import PromServer
 from simfabric import SimFabric
 
@@ -81,6 +81,13 @@ class PrometheusEndToEnd(unittest.TestCase):
                                                 os.path.join(cls.fabric.workdir, "standby.osm")],
                              host=STANDBY_SM_NODE)
             # The first node also sweeps the fabric; the second reads an SR-IOV fixture tree.
+            # The first node answers probes, the second probes it.
+            responder = "127.0.0.1:%d" % free_port()
+            probe_config = [
+                "  probe: {enabled: true, interval: 1s, udp_listen: \"%s\"}\n" % responder,
+                "  probe: {enabled: true, interval: 1s, udp_listen: \"\", probe_interval: 100ms,"
+                " timeout: 300ms, targets: [{address: \"%s\", name: node-1}]}\n" % responder,
+            ]
             configs = []
             for i, fabric_on in enumerate((True, False)):
                 config = os.path.join(cls.tmp.name, "ibfabricd-%d.yaml" % i)
@@ -92,7 +99,7 @@ class PrometheusEndToEnd(unittest.TestCase):
                             "  sriov: {interval: 1s}\n"
                             "  sm: {interval: 1s}\n"
                             "  fabric: {enabled: %s, interval: 2s}\n"
-                            % ("true" if fabric_on else "false"))
+                            % ("true" if fabric_on else "false") + probe_config[i])
                 configs.append(config)
             extra = [[], ["--sysfs-root", fixture("sysfs", "sriov-ib")]]
             for node, config, args in zip(NODES, configs, extra):
@@ -182,6 +189,19 @@ class PrometheusEndToEnd(unittest.TestCase):
             'ibfabric_sm_subnet_sms{state="standby"} == 1'), 30, "the standby SM seen")
         master.stop(signal.SIGKILL)
         self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
+
+    def test_6_paused_responder_fires_probe_loss(self):
+        # The loss stays in the rule's 5-minute window after SIGCONT, so resolution is left to
+        # the promtool cases.
+        self.prom.wait_for(lambda: self.prom.query(
+            'ibfabric_probe_received_total{peer="node-1"} > 20'), 30, "probes answered")
+        responder = self.daemons[0]
+        os.kill(responder.process.pid, signal.SIGSTOP)
+        try:
+            self.wait_firing("IbfabricProbeLoss", timeout=40, peer="node-1",
+                             instance=self.instances[NODES[1]])
+        finally:
+            os.kill(responder.process.pid, signal.SIGCONT)
 
 
 if __name__ == "__main__":
