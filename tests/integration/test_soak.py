@@ -1,5 +1,5 @@
 """Soak: a daemon on a simulated fabric with every collector at a high rate (sysfs 100 ms, ports
-200 ms, fabric 500 ms, sm and probes when built) while faults are injected in a loop: a link
+200 ms, sm 1 s, fabric 500 ms, probes every 5 ms to its own responder) while faults are injected in a loop: a link
 unlinked and relinked, MADs dropped on a port, counters set, the simulator frozen for half a
 second. Prometheus-like scrapes every 250 ms. At the end, after the faults are cleared, every
 collector succeeds again and the daemon's resident memory and open descriptors are within a
@@ -13,7 +13,7 @@ import signal
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, fixture, parse_exposition, source_dir
+from ibfabric_testlib import find_sample, fixture, free_port, parse_exposition, source_dir
 from simfabric import SimFabric
 
 TOPOLOGY = os.path.join(source_dir(), "config", "demo", "fabric.topo")
@@ -35,12 +35,17 @@ class SoakTest(unittest.TestCase):
     def test_soak_with_faults(self):
         with SimFabric(TOPOLOGY, name="soak", sm_host="sm-node mlx5_0") as fabric:
             config = os.path.join(fabric.workdir, "soak.yaml")
+            responder = "127.0.0.1:%d" % free_port()  # the daemon probes its own responder
             with open(config, "w") as f:
                 f.write("mad: {timeout: 50ms, retries: 1}\n"
                         "collectors:\n"
                         "  sysfs: {interval: 100ms}\n"
                         "  ports: {interval: 200ms}\n"
-                        "  fabric: {enabled: true, interval: 500ms, rediscover_every: 4}\n")
+                        "  sm: {interval: 1s}\n"
+                        "  fabric: {enabled: true, interval: 500ms, rediscover_every: 4}\n"
+                        "  probe: {enabled: true, interval: 500ms, udp_listen: \"%s\","
+                        " probe_interval: 5ms, timeout: 100ms, targets: [{address: \"%s\","
+                        " name: self}]}\n" % (responder, responder))
             with fabric.daemon(["--config", config, "--sysfs-root",
                                 fixture("sysfs", "cx7-ndr")], host=HOST) as d:
                 pid = d.process.pid
@@ -94,6 +99,8 @@ class SoakTest(unittest.TestCase):
                 timeouts = sum(s.value for s in samples if s.name == "ibfabric_mad_timeouts_total")
                 self.assertGreater(timeouts, 0)
                 self.assertIsNotNone(find_sample(samples, "ibfabric_build_info"))
+                probes = find_sample(samples, "ibfabric_probe_received_total", peer="self")
+                self.assertGreater(probes.value, 1000)
                 self.assertEqual(d.stop(), 0)
 
 
