@@ -5,8 +5,9 @@ nodes, and Debian's `prometheus` scraping them every second with the shipped ale
 - injected faults make the matching alerts fire in that Prometheus, and clearing them resolves
   the alerts.
 
-The rules are loaded as shipped except that every `for:` is shortened to a few seconds (a test
-cannot wait the production durations); expressions and thresholds are unchanged.
+The rules are loaded as shipped except for time: every `for:` is shortened to a few seconds and
+every range window divided by 60 (a test cannot wait the production durations); expressions and
+thresholds are unchanged.
 """
 
 import glob
@@ -41,9 +42,16 @@ NO_DATA_HERE = {
 
 
 def shortened_rules(directory):
+    """The shipped rules on a test's time scale: every `for:` becomes SHORT_FOR and every range
+    window is divided by 60 (a minute becomes a second, 1h 60s, 1d 1440s), so that alerts
+    resolve within the test. Expressions and thresholds are otherwise as shipped."""
     with open(RULES) as f:
         text = f.read()
     text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + SHORT_FOR, text, flags=re.M)
+    assert n > 0
+    seconds = {"m": 1, "h": 60, "d": 1440}
+    text, n = re.subn(r"\[(\d+)([mhd])\]",
+                      lambda m: "[%ds]" % (int(m.group(1)) * seconds[m.group(2)]), text)
     assert n > 0
     path = os.path.join(directory, "ibfabric.rules.yml")
     with open(path, "w") as f:
@@ -168,8 +176,9 @@ class PrometheusEndToEnd(unittest.TestCase):
             self.fabric.command('ReLink "%s"' % node)
         self.wait_resolved("IbfabricPortDown", instance=instance)
 
-    def test_4_collector_failing_fires_and_resolves(self):
-        # A frozen simulator: every MAD times out, the ports collector fails. Watched on the
+    def test_6_collector_failing_fires_and_resolves(self):
+        # Last: a frozen simulator disturbs everything (the SMs time out too). Every MAD times
+        # out and the ports collector fails. Watched on the
         # daemon that does not sweep the fabric: under the simulator a sweep's burst of sends
         # fills the shim's socket to the frozen ibsim and umad_send blocks the daemon's loop
         # until ibsim runs again (README, "MAD engine"; kernel umad writes do not block so).
@@ -181,18 +190,20 @@ class PrometheusEndToEnd(unittest.TestCase):
             os.kill(self.fabric.ibsim.pid, signal.SIGCONT)
         self.wait_resolved("IbfabricCollectorFailing", collector="ports")
 
-    def test_5_killed_master_sm_fires_failover(self):
-        # Last: the fabric keeps running on the standby afterwards. The alert looks back 15
-        # minutes, so its resolution is not waited for here (promtool tests cover both cases).
+    def test_4_killed_master_sm_fires_failover_then_resolves(self):
+        # The fabric runs on the standby afterwards; the alert resolves once the change has
+        # left its (scaled) 15-minute window.
         master = self.fabric.sms[0]
+        # Both SMs known and the priority-10 one master: roles can swap for a while after the
+        # earlier link faults make the SMs re-sweep.
         self.prom.wait_for(lambda: self.prom.query(
-            'ibfabric_sm_subnet_sms{state="standby"} == 1'), 30, "the standby SM seen")
+            'ibfabric_sm_subnet_sm_info{state="standby"} and on (lid) '
+            'ibfabric_sm_subnet_sm_priority == 5'), 90, "the priority-5 SM in standby")
         master.stop(signal.SIGKILL)
         self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
+        self.wait_resolved("IbfabricSmFailover", timeout=60, job="ibfabric")
 
-    def test_6_paused_responder_fires_probe_loss(self):
-        # The loss stays in the rule's 5-minute window after SIGCONT, so resolution is left to
-        # the promtool cases.
+    def test_5_paused_responder_fires_probe_loss_then_resolves(self):
         self.prom.wait_for(lambda: self.prom.query(
             'ibfabric_probe_received_total{peer="node-1"} > 20'), 30, "probes answered")
         responder = self.daemons[0]
@@ -202,6 +213,7 @@ class PrometheusEndToEnd(unittest.TestCase):
                              instance=self.instances[NODES[1]])
         finally:
             os.kill(responder.process.pid, signal.SIGCONT)
+        self.wait_resolved("IbfabricProbeLoss", timeout=60, peer="node-1")
 
 
 if __name__ == "__main__":
