@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the libFuzzer targets of tests/fuzz with clang (ASan + UBSan) in build-fuzz and fuzzes
+# each for a bounded time, starting from a copy of its seed corpus (the repository is never
+# written). Fails on the first crash, leak, timeout or sanitizer report. docs/fuzzing.md.
+#   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 20)
+#   IBFABRIC_FUZZ_TARGETS="config mad_decode"  fuzz only these
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+seconds=${1:-20}
+targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode"}
+build=$root/build-fuzz
+
+echo "== fuzz build (clang, libFuzzer + ASan + UBSan)"
+CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DIBFABRIC_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+cmake --build "$build" -j "$(nproc)" --target fuzzers
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/ibfabric-fuzz.XXXXXX")
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
+export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
+failed=()
+for t in $targets; do
+  echo "== fuzz $t for ${seconds}s"
+  mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
+  cp "$root/tests/fuzz/corpus/$t/"* "$work/$t/corpus/"
+  if [[ -d "$root/tests/fuzz/regressions/$t" ]]; then
+    cp "$root/tests/fuzz/regressions/$t/"* "$work/$t/corpus/" 2>/dev/null || true
+  fi
+  if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+      -print_final_stats=1 -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" \
+      >"$work/$t/log" 2>&1; then
+    tail -n 60 "$work/$t/log"
+    echo "!! fuzz_$t failed; log: $work/$t/log"
+    for a in "$work/$t/artifacts/"*; do
+      [[ -e "$a" ]] || continue
+      echo "!! crash input: $a"
+      echo "   reproduce:  $build/tests/fuzz/fuzz_$t $a"
+      echo "   after fixing the bug, keep it as a regression test (replayed by ctest -L fuzz-replay):"
+      echo "     mkdir -p tests/fuzz/regressions/$t && cp $a tests/fuzz/regressions/$t/"
+    done
+    failed+=("$t")
+  else
+    grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' \
+      "$work/$t/log" || true
+  fi
+done
+if ((${#failed[@]})); then
+  echo "== fuzzing found problems in: ${failed[*]} (inputs and logs kept in $work)"
+  exit 1
+fi
+rm -rf "$work"
+echo "== fuzzing passed"

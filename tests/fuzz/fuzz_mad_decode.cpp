@@ -1,0 +1,58 @@
+// libFuzzer target: what the daemon does with a MAD answer's bytes, which come from whatever
+// node answered on the fabric. The input is the whole answer as umad_recv() delivers it; its
+// management class (octet 1) picks the data offset as in mad::Response. Then the ports
+// collector's decoders run on the attribute data when it is as long as the collector requires
+// (64 octets for SMP attributes, IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
+
+#include "collectors/mad/engine.h"
+#include "collectors/ports/port_decode.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace mad = ibfabric::mad;
+namespace ports = ibfabric::ports;
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  mad::Response r;
+  r.status = mad::Status::ok;
+  r.mad.assign(data, data + size);
+  const std::uint8_t* attr = r.data();
+  std::size_t attr_size = r.data_size();
+  if ((attr == nullptr) != (attr_size == 0)) __builtin_trap();
+  if (attr_size > size) __builtin_trap();
+
+  (void)r.get(IB_PORT_LID_F);
+  (void)r.get(IB_PC_ERR_SYM_F);
+  (void)r.get64(IB_PC_EXT_XMT_BYTES_F);
+  (void)r.get64(IB_NODE_GUID_F);
+  (void)r.get_string(IB_NODE_DESC_F);
+
+  if (attr_size < IB_SMP_DATA_SIZE) return 0;
+  // The collector copies the attribute data out of the response (attribute_data()).
+  std::vector<std::uint8_t> copy(attr, attr + attr_size);
+  auto pi = ports::decode_port_info(copy.data());
+  (void)ports::state_name(pi.state);
+  (void)ports::phys_state_name(pi.phys_state);
+  (void)ports::width_name(pi.width_active);
+  (void)ports::width_names(pi.width_supported);
+  (void)ports::active_speed_name(pi);
+  (void)ports::enabled_speed_names(pi);
+  (void)ports::supported_speed_names(pi);
+  (void)ports::lanes(pi.width_active);
+  (void)ports::lane_gbps(pi);
+  (void)ports::mtu_bytes(pi.neighbor_mtu);
+  (void)ports::mtu_bytes(pi.mtu_capability);
+
+  if (attr_size < IB_PC_DATA_SZ) return 0;
+  auto caps = ports::decode_class_port_info(copy.data());
+  // The same answer as PortCounters and as PortCountersExtended, alone and together.
+  (void)ports::needs_port_counters(caps);
+  (void)ports::merge_counters(caps, copy.data(), nullptr);
+  (void)ports::merge_counters(caps, nullptr, copy.data());
+  for (const auto& v : ports::merge_counters(caps, copy.data(), copy.data())) {
+    if (v.def == nullptr || !(v.value >= 0)) __builtin_trap();
+  }
+  return 0;
+}
