@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-20}
-targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode"}
+targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode netlink"}
 build=$root/build-fuzz
 
 echo "== fuzz build (clang, libFuzzer + ASan + UBSan)"

@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Installs what is needed, builds, and runs every test: the second command of the README, and
-# what CI runs (.ci/run). Three builds, each running the whole suite: release; AddressSanitizer +
+# what CI runs (.ci/run). Then a short fuzzing run of every parser. Three builds, each running
+# the whole suite: release; AddressSanitizer +
 # UndefinedBehaviorSanitizer; ThreadSanitizer (the MAD engine's receiver threads, the HTTP
 # server's bcrypt thread). Any sanitizer report fails the run, also one written by a daemon that
 # a test started and stopped: reports go to files that are checked after each suite.
 #   IBFABRIC_SKIP_SANITIZE=1  skip the sanitizer builds (quicker local runs)
+#   IBFABRIC_SKIP_FUZZ=1      skip the fuzzing stage
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -52,5 +54,11 @@ if [[ "${IBFABRIC_SKIP_SANITIZE:-0}" != 1 ]]; then
   cmake --build "$root/build-tsan" -j "$jobs"
   echo "== tests (TSan build)"
   sanitized_suite "$root/build-tsan"
+fi
+# Fuzzing: every libFuzzer target for a short bounded run on a clang build (docs/fuzzing.md);
+# a crash fails the run and says how to keep the input as a regression test.
+if [[ "${IBFABRIC_SKIP_FUZZ:-0}" != 1 ]]; then
+  echo "== fuzzing (libFuzzer, ${IBFABRIC_FUZZ_SECONDS:-20} s per target)"
+  scripts/fuzz.sh "${IBFABRIC_FUZZ_SECONDS:-20}"
 fi
 echo "== all tests passed"
