@@ -2,7 +2,7 @@
 daemon inside a namespace of its own, a prober daemon in the test's namespace.
 
 - steady probing for several hundred probes shows no spike and no loss;
-- pausing the responder process (SIGSTOP, SIGCONT after 50 ms, by PID) makes RTT spikes that the
+- pausing the responder process (SIGSTOP, SIGCONT after 100 ms, by PID) makes RTT spikes that the
   spike counter and the histogram show;
 - pausing it for longer than the timeout shows as lost probes;
 - the network share of the RTT (RTT minus the responder's hold time) is never above the RTT.
@@ -59,7 +59,7 @@ class UdpProbeTest(unittest.TestCase):
             with open(prober_cfg, "w") as f:
                 f.write(base + "  probe:\n    enabled: true\n    interval: 500ms\n"
                         "    udp_listen: \"\"\n    probe_interval: 10ms\n    timeout: 300ms\n"
-                        "    spike_multiplier: 5\n    spike_floor: 5ms\n"
+                        "    spike_multiplier: 5\n    spike_floor: 20ms\n"
                         "    targets: [{address: \"%s:%d\", name: peer-a}]\n" % (cls.ns_ip, PORT))
             log = open(os.path.join(cls.tmp.name, "responder.log"), "w")
             cls.responder = subprocess.Popen(
@@ -122,7 +122,7 @@ class UdpProbeTest(unittest.TestCase):
         count_before = self.sample(before, "ibfabric_probe_rtt_seconds_count")
         for _ in range(3):
             os.kill(self.responder.pid, signal.SIGSTOP)
-            time.sleep(0.05)
+            time.sleep(0.1)
             os.kill(self.responder.pid, signal.SIGCONT)
             time.sleep(0.5)
         samples = self.wait_received(count_before + 50)
