@@ -85,9 +85,10 @@ class PrometheusEndToEnd(unittest.TestCase):
             conf = os.path.join(cls.tmp.name, "opensm-standby.conf")
             with open(conf, "w") as f:
                 f.write("sminfo_polling_timeout 1000\npolling_retry_number 2\n")
-            cls.fabric.spawn("opensm-standby", ["opensm", "-F", conf, "-p", "5", "-f",
-                                                os.path.join(cls.fabric.workdir, "standby.osm")],
-                             host=STANDBY_SM_NODE)
+            cls.standby_sm = cls.fabric.spawn(
+                "opensm-standby", ["opensm", "-F", conf, "-p", "5", "-f",
+                                   os.path.join(cls.fabric.workdir, "standby.osm")],
+                host=STANDBY_SM_NODE)
             # The first node also sweeps the fabric; the second reads an SR-IOV fixture tree.
             # The first node answers probes, the second probes it.
             responder = "127.0.0.1:%d" % free_port()
@@ -193,13 +194,18 @@ class PrometheusEndToEnd(unittest.TestCase):
     def test_4_killed_master_sm_fires_failover_then_resolves(self):
         # The fabric runs on the standby afterwards; the alert resolves once the change has
         # left its (scaled) 15-minute window.
-        master = self.fabric.sms[0]
-        # Both SMs known and the priority-10 one master: roles can swap for a while after the
-        # earlier link faults make the SMs re-sweep.
-        self.prom.wait_for(lambda: self.prom.query(
-            'ibfabric_sm_subnet_sm_info{state="standby"} and on (lid) '
-            'ibfabric_sm_subnet_sm_priority == 5'), 90, "the priority-5 SM in standby")
-        master.stop(signal.SIGKILL)
+        # One master and one standby, whichever is which: the earlier link faults make the SMs
+        # re-sweep and their roles can swap. The master's process is the one killed.
+        def roles():
+            found = {r["metric"]["state"]: int(r["metric"]["lid"]) for r in self.prom.query(
+                'max by (lid, state) (ibfabric_sm_subnet_sm_info)')}
+            return found if {"master", "standby"} <= set(found) else None
+        master_lid = self.prom.wait_for(roles, 90, "a master and a standby SM")["master"]
+        lids = {}
+        for proc, host in ((self.fabric.sms[0], SM_NODE), (self.standby_sm, STANDBY_SM_NODE)):
+            out = self.fabric.run_tool(["smpquery", "-D", "portinfo", "0", "1"], host=host).stdout
+            lids[int(re.search(r"^Lid:\.*(\d+)", out, re.M).group(1))] = proc
+        lids[master_lid].stop(signal.SIGKILL)
         self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
         self.wait_resolved("IbfabricSmFailover", timeout=60, job="ibfabric")
 
