@@ -22,30 +22,14 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 os.environ.setdefault("IBFABRIC_SOURCE_DIR", ROOT)
 
-from fabric_sweep import HOST, run_timed, switches  # noqa: E402
+from fabric_sweep import HOST, run_timed, steady_samples, switches  # noqa: E402
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SimFabric  # noqa: E402
 
 
 def steady(fabric, config):
     """(sweep seconds, MADs, resident MiB, series) of a running daemon's second collection."""
-    def runs(samples):
-        for x in samples:
-            if x.name == "ibfabric_collector_runs_total" and x.labels.get("collector") == "fabric":
-                return x.value
-        return 0
-
-    with fabric.daemon(["--config", config], host=HOST) as d:
-        d.wait_for(lambda s: runs(s) >= 1, timeout=300, interval=0.5,
-                   what="the first fabric collection")
-        deadline = time.monotonic() + 300
-        while True:
-            time.sleep(2)  # no scrape while the second collection runs: both want the CPU
-            samples = d.samples()
-            if runs(samples) >= 2:
-                break
-            if time.monotonic() > deadline:
-                raise RuntimeError("no second fabric collection")
+    samples = steady_samples(fabric, config, timeout=300)
     values = {x.name: x.value for x in samples if not x.labels}
     return (values["ibfabric_fabric_sweep_duration_seconds"],
             int(values["ibfabric_fabric_sweep_mads"]),

@@ -108,8 +108,8 @@ def run_daemon(fabric, binary, config):
     }
 
 
-def run_steady(fabric, config):
-    """Sweep duration and MADs of a running daemon's second collection."""
+def steady_samples(fabric, config, timeout=60):
+    """The samples of a running daemon after its second fabric collection."""
     def runs(samples):
         for x in samples:
             if x.name == "ibfabric_collector_runs_total" and x.labels.get("collector") == "fabric":
@@ -117,19 +117,23 @@ def run_steady(fabric, config):
         return 0
 
     with fabric.daemon(["--config", config], host=HOST) as d:
-        d.wait_for(lambda s: runs(s) >= 1, timeout=60, interval=0.1,
+        d.wait_for(lambda s: runs(s) >= 1, timeout=timeout, interval=0.1,
                    what="the first fabric collection")
         # Rendering /metrics (tens of thousands of series) takes CPU from the sweep on this
         # 2-core machine: do not scrape while the second collection runs.
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + timeout
         while True:
             time.sleep(1.5)
             samples = d.samples()
             if runs(samples) >= 2:
-                break
+                return samples
             if time.monotonic() > deadline:
                 raise RuntimeError("no second fabric collection")
-    values = {x.name: x.value for x in samples if not x.labels}
+
+
+def run_steady(fabric, config):
+    """Sweep duration and MADs of a running daemon's second collection."""
+    values = {x.name: x.value for x in steady_samples(fabric, config) if not x.labels}
     return values["ibfabric_fabric_sweep_duration_seconds"], int(
         values["ibfabric_fabric_sweep_mads"])
 

@@ -14,36 +14,15 @@ import unittest
 
 from ibfabric_testlib import find_sample, find_samples, parse_exposition, run_once
 from gen_fattree import fattree
+from pma_counters import DATA_COUNTERS as ALL_DATA_COUNTERS, ERROR_COUNTERS
 from simfabric import SHIM, SimFabric
 
 HOST = "node-002 mlx5_0"  # the daemon's node (opensm runs on node-001)
 
-# metric (without ibfabric_fabric_port_) -> (PMA field, scale). ibsim's PMA has CapabilityMask
-# 0x1300 and CapabilityMask2 0: data counters come from PortCountersExtended, errors from
-# PortCounters.
-ERROR_COUNTERS = {
-    "symbol_errors_total": "SymbolErrorCounter",
-    "link_error_recoveries_total": "LinkErrorRecoveryCounter",
-    "link_downed_total": "LinkDownedCounter",
-    "receive_errors_total": "PortRcvErrors",
-    "receive_remote_physical_errors_total": "PortRcvRemotePhysicalErrors",
-    "receive_switch_relay_errors_total": "PortRcvSwitchRelayErrors",
-    "transmit_discards_total": "PortXmitDiscards",
-    "transmit_constraint_errors_total": "PortXmitConstraintErrors",
-    "receive_constraint_errors_total": "PortRcvConstraintErrors",
-    "local_link_integrity_errors_total": "LocalLinkIntegrityErrors",
-    "excessive_buffer_overrun_errors_total": "ExcessiveBufferOverrunErrors",
-    "vl15_dropped_total": "VL15Dropped",
-    "transmit_wait_ticks_total": "PortXmitWait",
-}
-DATA_COUNTERS = {
-    "transmit_bytes_total": ("PortXmitData", 4),
-    "receive_bytes_total": ("PortRcvData", 4),
-    "transmit_packets_total": ("PortXmitPkts", 1),
-    "receive_packets_total": ("PortRcvPkts", 1),
-    "unicast_transmit_packets_total": ("PortUnicastXmitPkts", 1),
-    "unicast_receive_packets_total": ("PortUnicastRcvPkts", 1),
-}
+
+# Compared on every switch port: the data counters but the multicast ones (test_ports.py
+# compares those on a port pair).
+DATA_COUNTERS = {k: v for k, v in ALL_DATA_COUNTERS.items() if not k.startswith("multicast")}
 
 # (switch, port, field, value, extended): values of the test's choosing on a few switch ports.
 PERF_SETS = [

@@ -11,6 +11,7 @@ import time
 import unittest
 
 from ibfabric_testlib import find_sample, find_samples, ibfabricd_path, parse_exposition
+from pma_counters import DATA_COUNTERS, ERROR_COUNTERS
 from simfabric import SHIM, SimFabric, parse_dotted
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
@@ -18,34 +19,6 @@ HOST = "Hca2"          # the node the daemon runs on; opensm runs on Hca1
 PEER = "Switch2"       # what Hca2's port 1 is cabled to (Switch2 port 1)
 LOCAL = {"device": "ibsim0", "port": "1"}
 
-# metric (without ibfabric_ports_) -> (perfquery field, scale). Data counters are read from
-# `perfquery -x` (PortCountersExtended), the rest from `perfquery` (PortCounters): ibsim's PMA
-# has CapabilityMask 0x1200 and CapabilityMask2 0, so its extended set holds no error counters.
-ERROR_COUNTERS = {
-    "symbol_errors_total": "SymbolErrorCounter",
-    "link_error_recoveries_total": "LinkErrorRecoveryCounter",
-    "link_downed_total": "LinkDownedCounter",
-    "receive_errors_total": "PortRcvErrors",
-    "receive_remote_physical_errors_total": "PortRcvRemotePhysicalErrors",
-    "receive_switch_relay_errors_total": "PortRcvSwitchRelayErrors",
-    "transmit_discards_total": "PortXmitDiscards",
-    "transmit_constraint_errors_total": "PortXmitConstraintErrors",
-    "receive_constraint_errors_total": "PortRcvConstraintErrors",
-    "local_link_integrity_errors_total": "LocalLinkIntegrityErrors",
-    "excessive_buffer_overrun_errors_total": "ExcessiveBufferOverrunErrors",
-    "vl15_dropped_total": "VL15Dropped",
-    "transmit_wait_ticks_total": "PortXmitWait",
-}
-DATA_COUNTERS = {
-    "transmit_bytes_total": ("PortXmitData", 4),
-    "receive_bytes_total": ("PortRcvData", 4),
-    "transmit_packets_total": ("PortXmitPkts", 1),
-    "receive_packets_total": ("PortRcvPkts", 1),
-    "unicast_transmit_packets_total": ("PortUnicastXmitPkts", 1),
-    "unicast_receive_packets_total": ("PortUnicastRcvPkts", 1),
-    "multicast_transmit_packets_total": ("PortMulticastXmitPkts", 1),
-    "multicast_receive_packets_total": ("PortMulticastRcvPkts", 1),
-}
 
 # Values of the test's choosing; the extended ones above 2^32. Each side gets different ones so
 # a local/peer mix-up cannot pass. (ibsim accepts PortMulticastRcvPkts but its PMA always
