@@ -31,7 +31,7 @@ sanitized_suite() {
   IBFABRIC_SANITIZED=1 \
   ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$reports/asan:suppressions=$root/tests/sanitizers/asan.supp" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
-  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan" \
+  TSAN_OPTIONS="halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan:suppressions=$root/tests/sanitizers/tsan.supp" \
     ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 900
   if compgen -G "$reports/*" >/dev/null; then
     echo "== sanitizer reports in $reports:" >&2
