@@ -419,7 +419,7 @@ def probes():
     lay.add(timeseries("p99 RTT per peer", "99th percentile over each peer's latest probes "
                        "(the collector's window).", "s",
                        target("ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}" % psel,
-                              "{{instance}} -> {{peer}}")), 12, 8)
+                              "{{instance}} -> {{peer}} ({{transport}})")), 12, 8)
     lay.add(timeseries("p50 RTT: full and network share", "Median RTT, and the median of RTT "
                        "minus the time the responder held the probe; a gap is host delay.", "s",
                        target("histogram_quantile(0.5, sum by (le) (rate("
@@ -431,23 +431,27 @@ def probes():
     lay.row("Spikes, jitter, loss")
     lay.add(timeseries("RTT spikes per second", "Probes above spike_multiplier x the peer's "
                        "baseline median and above spike_floor.", "cps",
-                       target("sum by (instance, peer) (rate(ibfabric_probe_spikes_total{%s}[%s]))"
-                              % (psel, RI), "{{instance}} -> {{peer}}")), 8, 8)
+                       target("sum by (instance, peer, transport) (rate("
+                              "ibfabric_probe_spikes_total{%s}[%s]))" % (psel, RI),
+                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
     lay.add(timeseries("Jitter per peer", "RFC 3550 jitter of consecutive RTTs.", "s",
                        target("ibfabric_probe_jitter_seconds{%s}" % psel,
-                              "{{instance}} -> {{peer}}")), 8, 8)
+                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
     lay.add(timeseries("Loss per peer", "Share of probes without an answer within the "
                        "timeout.", "percentunit",
-                       target("sum by (instance, peer) (rate(ibfabric_probe_lost_total{%s}[%s])) "
-                              "/ sum by (instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
-                              % (psel, RI, psel, RI), "{{instance}} -> {{peer}}")), 8, 8)
+                       target("sum by (instance, peer, transport) (rate("
+                              "ibfabric_probe_lost_total{%s}[%s])) / sum by (instance, peer, "
+                              "transport) (rate(ibfabric_probe_sent_total{%s}[%s]))"
+                              % (psel, RI, psel, RI),
+                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
     lay.add(timeseries("Probes per second", "Probes sent per peer, and requests this node's "
-                       "responder answered.", "pps",
-                       target("sum by (instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
-                              % (psel, RI), "sent {{instance}} -> {{peer}}"),
-                       target("sum by (instance) (rate("
+                       "responders answered, by transport (udp, mad).", "pps",
+                       target("sum by (instance, peer, transport) (rate("
+                              "ibfabric_probe_sent_total{%s}[%s]))" % (psel, RI),
+                              "sent {{instance}} -> {{peer}} ({{transport}})"),
+                       target("sum by (instance, transport) (rate("
                               "ibfabric_probe_responder_requests_total{%s}[%s]))" % (SEL, RI),
-                              "answered by {{instance}}", ref="B")), 24, 7)
+                              "answered by {{instance}} ({{transport}})", ref="B")), 24, 7)
     extra = [("peer", "Peer",
               'label_values(ibfabric_probe_sent_total{job=~"$job",instance=~"$instance"}, peer)')]
     return dashboard("ibfabric-probes", "ibfabric / Probes and jitter",

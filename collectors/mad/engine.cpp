@@ -6,6 +6,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <arpa/inet.h>
 #include <endian.h>
 #include <algorithm>
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <deque>
 #include <map>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <unordered_map>
 
@@ -281,6 +283,7 @@ struct OpenPort {
   std::uint64_t generation = 0;
   std::shared_ptr<Receiver> receiver;                   // null when closed
   std::map<std::pair<int, std::uint32_t>, int> agents;  // (class, oui) -> agent id
+  std::map<int, int> service_agents;                    // service id -> agent id
   std::uint16_t sm_lid = 0;
   // Reopen backoff after a failure.
   Clock::time_point retry_at{};
@@ -289,6 +292,30 @@ struct OpenPort {
   std::uint64_t opens = 0;
   std::uint64_t failures = 0;
   bool open() const { return receiver != nullptr; }
+};
+
+// One MAD as the receiver thread read it.
+struct Arrival {
+  int umad_status = 0;
+  std::vector<std::uint8_t> bytes;
+  ib_mad_addr_t from{};  // network byte order, as libibumad gives it
+  int pkey_index = 0;
+  Clock::time_point at;
+};
+
+// A class this daemon answers requests of (Engine::serve).
+struct ServiceEntry {
+  PortAddress via;    // as asked (ca "" = the default port)
+  PortAddress addr;   // resolved
+  std::string error;  // why it is not registered
+  std::uint8_t mgmt_class = 0;
+  std::uint32_t oui = 0;
+  double max_per_second = 0;
+  RequestHandler handler;
+  double tokens = 0;
+  Clock::time_point refilled_at;
+  std::uint64_t answered = 0;
+  std::uint64_t dropped = 0;
 };
 
 struct Pending {
@@ -303,6 +330,7 @@ struct Pending {
   std::chrono::milliseconds timeout{0};
   std::uint32_t tid = 0;
   Clock::time_point sent_at{};
+  Clock::time_point answered_at{};  // when the receiver thread read the answer
   std::unique_ptr<boost::asio::steady_timer> timer;
   bool owner_gone() const { return has_owner && owner.expired(); }
 };
@@ -320,6 +348,7 @@ struct ClassCounters {
   std::uint64_t answered = 0;
   std::uint64_t timeouts = 0;
   std::uint64_t retries = 0;
+  std::uint64_t served = 0;                      // requests from elsewhere answered (Engine::serve)
   std::map<std::string, std::uint64_t> results;  // by Status
   std::map<std::string, std::uint64_t> errors;   // by reason
   // Round-trip times of answered attempts.
@@ -364,6 +393,37 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   }
 
   void fill_metrics(MetricsBuilder& out) const override;
+
+  std::unique_ptr<Service> serve(PortAddress via, std::uint8_t mgmt_class, std::uint32_t oui,
+                                 double max_per_second, RequestHandler handler) override;
+
+  std::string refresh_service(int id) {
+    auto& service = services_.at(id);
+    auto addr = resolve(service.via);
+    if (!addr) return "no local CA port found";
+    service.addr = *addr;
+    OpenPort* port = ensure_open(*addr);  // registers the services of a port it opens
+    if (!port->open()) return port->last_error;
+    if (!port->service_agents.count(id)) register_service(*port, id, service);
+    return port->service_agents.count(id) ? "" : service.error;
+  }
+
+  void end_service(int id) {
+    auto it = services_.find(id);
+    if (it == services_.end()) return;
+    if (auto pit = ports_.find(it->second.addr); pit != ports_.end() && pit->second.open()) {
+      if (auto a = pit->second.service_agents.find(id); a != pit->second.service_agents.end()) {
+        umad_unregister(pit->second.receiver->portid, a->second);
+        pit->second.service_agents.erase(a);
+      }
+    }
+    services_.erase(it);
+  }
+
+  const ServiceEntry* service(int id) const {
+    auto it = services_.find(id);
+    return it == services_.end() ? nullptr : &it->second;
+  }
 
   void submit_owned(Request request, Callback callback, bool has_owner, std::weak_ptr<void> owner) {
     auto p = std::make_unique<Pending>();
@@ -410,8 +470,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   }
 
   // Called on the loop by what the receiver thread posts.
-  void on_receive(PortAddress addr, std::uint64_t generation, int umad_status,
-                  std::vector<std::uint8_t> bytes);
+  void on_receive(PortAddress addr, std::uint64_t generation, Arrival arrival);
   void on_port_broken(PortAddress addr, std::uint64_t generation, std::string error);
 
  private:
@@ -467,17 +526,23 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
                             errno_text(portid));
       return &port;
     }
-    umad_port_t info{};
-    if (umad_get_port(addr.ca.c_str(), addr.port, &info) >= 0) {
-      port.sm_lid = static_cast<std::uint16_t>(info.sm_lid);
-      umad_release_port(&info);
-    }
     port.agents.clear();
+    port.service_agents.clear();
     port.generation = ++generations_;
     port.opens++;
     auto receiver = std::make_shared<Receiver>();
     receiver->portid = portid;
     port.receiver = receiver;
+    // Services first: under the simulator, requests for them can arrive as soon as the port
+    // is open (see register_service).
+    for (auto& [id, service] : services_) {
+      if (service.addr == addr) register_service(port, id, service);
+    }
+    umad_port_t info{};
+    if (umad_get_port(addr.ca.c_str(), addr.port, &info) >= 0) {
+      port.sm_lid = static_cast<std::uint16_t>(info.sm_lid);
+      umad_release_port(&info);
+    }
     receiver->thread =
         std::thread([this_weak = weak_from_this(), receiver, addr, gen = port.generation,
                      &io = io_] { receive_loop(io, this_weak, receiver, addr, gen); });
@@ -505,6 +570,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
     umad_close_port(port.receiver->portid);
     port.receiver.reset();
     port.agents.clear();
+    port.service_agents.clear();
   }
 
   int agent_for(OpenPort& port, std::uint8_t mgmt_class, std::uint32_t oui) {
@@ -524,6 +590,94 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
     }
     if (agent >= 0) port.agents[key] = agent;
     return agent;
+  }
+
+  void register_service(OpenPort& port, int id, ServiceEntry& service) {
+    // The simulator's shim crashes a process that receives a MAD of a class it registered no
+    // agent for, and an SM sends SMInfo to the ports the shim marks IsSM for a responder. SMP
+    // agents without a method mask receive nothing unsolicited on a real host.
+    agent_for(port, IB_SMI_CLASS, 0);
+    agent_for(port, IB_SMI_DIRECT_CLASS, 0);
+    long method_mask[16 / sizeof(long)] = {};
+    method_mask[0] = 1L << IB_MAD_METHOD_GET;
+    std::uint8_t oui_bytes[3] = {static_cast<std::uint8_t>(service.oui >> 16),
+                                 static_cast<std::uint8_t>(service.oui >> 8),
+                                 static_cast<std::uint8_t>(service.oui)};
+    int agent =
+        umad_register_oui(port.receiver->portid, service.mgmt_class, 0, oui_bytes, method_mask);
+    char what[64];
+    std::snprintf(what, sizeof what, "class 0x%02x oui 0x%06x", service.mgmt_class, service.oui);
+    if (agent < 0) {
+      std::string error = std::string("cannot serve ") + what + " on " + port.addr.ca + " port " +
+                          std::to_string(port.addr.port) + ": " + errno_text(agent);
+      if (agent == -EBUSY || agent == -EINVAL) {
+        error += " (another process, such as ibping -S, may serve it already)";
+      }
+      if (service.error != error) spdlog::warn("mad: {}", error);
+      service.error = std::move(error);
+      return;
+    }
+    port.service_agents[id] = agent;
+    service.error.clear();
+    spdlog::info("mad: serving {} on ca={} port={}", what, port.addr.ca, port.addr.port);
+  }
+
+  // Answers a request for a served class, or counts it as unsolicited.
+  void serve_request(OpenPort& port, const Arrival& arrival) {
+    const auto& bytes = arrival.bytes;
+    auto mgmt_class = static_cast<std::uint8_t>(bytes[1]);
+    unsigned method = mad_get_field(mutable_bytes(bytes.data()), 0, IB_MAD_METHOD_F);
+    std::uint32_t oui = is_vendor_range2(mgmt_class)
+                            ? mad_get_field(mutable_bytes(bytes.data()), 0, IB_VEND2_OUI_F)
+                            : 0;
+    auto& cc = counters_[mgmt_class];
+    for (auto& [id, service] : services_) {
+      auto agent = port.service_agents.find(id);
+      if (agent == port.service_agents.end() || service.mgmt_class != mgmt_class ||
+          service.oui != oui || method != IB_MAD_METHOD_GET) {
+        continue;
+      }
+      auto now = Clock::now();
+      service.tokens = std::min(
+          service.max_per_second,
+          service.tokens + service.max_per_second *
+                               std::chrono::duration<double>(now - service.refilled_at).count());
+      service.refilled_at = now;
+      if (service.tokens < 1) {
+        service.dropped++;
+        return;
+      }
+      service.tokens -= 1;
+      InboundRequest request{port.addr, ntohs(arrival.from.lid), arrival.at, bytes.data()};
+      auto data = service.handler(request);
+      if (!data) {
+        service.dropped++;
+        return;
+      }
+      std::vector<std::uint8_t> buf(umad_size() + IB_MAD_SIZE, 0);
+      auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
+      // The request's header as it came, transaction id included (the requester matches on
+      // it), turned into a GetResp with status 0.
+      std::memcpy(mad, bytes.data(), IB_MAD_SIZE);
+      mad_set_field(mad, 0, IB_MAD_RESPONSE_F, 1);
+      mad_set_field(mad, 0, IB_MAD_STATUS_F, 0);
+      auto offset = static_cast<std::size_t>(data_offset(mgmt_class));
+      std::memset(mad + offset, 0, IB_MAD_SIZE - offset);
+      std::memcpy(mad + offset, data->data(), std::min(data->size(), IB_MAD_SIZE - offset));
+      const auto& from = arrival.from;
+      umad_set_addr(buf.data(), ntohs(from.lid), static_cast<int>(ntohl(from.qpn)), from.sl,
+                    from.qkey ? static_cast<int>(ntohl(from.qkey)) : IB_DEFAULT_QP1_QKEY);
+      umad_set_pkey(buf.data(), arrival.pkey_index);
+      if (umad_send(port.receiver->portid, agent->second, buf.data(), IB_MAD_SIZE, 0, 0) < 0) {
+        cc.errors["answer_send"]++;
+        service.dropped++;
+        return;
+      }
+      cc.served++;
+      service.answered++;
+      return;
+    }
+    cc.errors["unsolicited"]++;
   }
 
   void mark_ready(DestQueue& dq, const std::string& key) {
@@ -659,6 +813,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
 
     // The kernel needs a timeout to route the answer back to this agent; it retries nothing
     // itself (retries 0): the engine's own timer and retry logic decide.
+    p->sent_at = Clock::now();
     int rc = umad_send(port.receiver->portid, agent, umad, IB_MAD_SIZE,
                        static_cast<int>(p->timeout.count()), 0);
     if (rc < 0) {
@@ -671,7 +826,6 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
     }
     cc.sent++;
     p->attempts++;
-    p->sent_at = Clock::now();
     if (!p->timer) p->timer = std::make_unique<boost::asio::steady_timer>(io_);
     p->timer->expires_after(p->timeout);
     p->timer->async_wait([w = weak_from_this(), tid](const boost::system::error_code& ec) {
@@ -768,7 +922,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
     r.status = status;
     r.mad_status = mad_status;
     r.attempts = p->attempts;
-    if (status == Status::ok || status == Status::mad_status) r.rtt = Clock::now() - p->sent_at;
+    if (status == Status::ok || status == Status::mad_status) r.rtt = p->answered_at - p->sent_at;
     r.error = std::move(error);
     r.mad = std::move(mad);
     boost::asio::post(io_,
@@ -799,6 +953,8 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   boost::asio::steady_timer rate_timer_;
   bool rate_timer_armed_ = false;
   std::map<std::uint8_t, ClassCounters> counters_;
+  std::map<int, ServiceEntry> services_;
+  int next_service_id_ = 1;
   std::uint64_t unmatched_ = 0;
   std::uint64_t bad_responses_ = 0;
   bool logged_bad_response_ = false;
@@ -825,6 +981,50 @@ std::unique_ptr<Client> EngineImpl::client() {
   return std::make_unique<ClientImpl>(weak_from_this());
 }
 
+class ServiceImpl final : public Service {
+ public:
+  ServiceImpl(std::weak_ptr<EngineImpl> engine, int id) : engine_(std::move(engine)), id_(id) {}
+  ~ServiceImpl() override {
+    if (auto e = engine_.lock()) e->end_service(id_);
+  }
+  std::string refresh() override {
+    auto e = engine_.lock();
+    return e ? e->refresh_service(id_) : "the MAD engine is gone";
+  }
+  std::uint64_t answered() const override {
+    auto e = engine_.lock();
+    auto* s = e ? e->service(id_) : nullptr;
+    return s ? s->answered : 0;
+  }
+  std::uint64_t dropped() const override {
+    auto e = engine_.lock();
+    auto* s = e ? e->service(id_) : nullptr;
+    return s ? s->dropped : 0;
+  }
+
+ private:
+  std::weak_ptr<EngineImpl> engine_;
+  int id_;
+};
+
+std::unique_ptr<Service> EngineImpl::serve(PortAddress via, std::uint8_t mgmt_class,
+                                           std::uint32_t oui, double max_per_second,
+                                           RequestHandler handler) {
+  if (!is_vendor_range2(mgmt_class)) {
+    throw std::invalid_argument("Engine::serve: only vendor range 2 classes (0x30-0x4f)");
+  }
+  int id = next_service_id_++;
+  auto& service = services_[id];
+  service.via = std::move(via);
+  service.mgmt_class = mgmt_class;
+  service.oui = oui;
+  service.max_per_second = std::max(1.0, max_per_second);
+  service.tokens = service.max_per_second;
+  service.refilled_at = Clock::now();
+  service.handler = std::move(handler);
+  return std::make_unique<ServiceImpl>(weak_from_this(), id);
+}
+
 void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineImpl> engine,
                               std::shared_ptr<Receiver> receiver, PortAddress addr,
                               std::uint64_t generation) {
@@ -849,12 +1049,17 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
       });
       return;
     }
-    int status = umad_status(buf.data());
+    Arrival arrival;
+    // Stamped here, not on the loop: round-trip times exclude the wait for the event loop.
+    arrival.at = Clock::now();
+    arrival.umad_status = umad_status(buf.data());
+    if (auto* from = umad_get_mad_addr(buf.data())) arrival.from = *from;
+    arrival.pkey_index = umad_get_pkey(buf.data());
     auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
     std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(length, 0)), capacity);
-    std::vector<std::uint8_t> bytes(mad, mad + n);
-    boost::asio::post(io, [engine, addr, generation, status, bytes = std::move(bytes)]() mutable {
-      if (auto e = engine.lock()) e->on_receive(addr, generation, status, std::move(bytes));
+    arrival.bytes.assign(mad, mad + n);
+    boost::asio::post(io, [engine, addr, generation, arrival = std::move(arrival)]() mutable {
+      if (auto e = engine.lock()) e->on_receive(addr, generation, std::move(arrival));
     });
   }
 }
@@ -866,8 +1071,9 @@ void EngineImpl::on_port_broken(PortAddress addr, std::uint64_t generation, std:
   broken(addr, error);
 }
 
-void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, int umad_status_code,
-                            std::vector<std::uint8_t> bytes) {
+void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, Arrival arrival) {
+  auto& bytes = arrival.bytes;
+  const int umad_status_code = arrival.umad_status;
   auto pit = ports_.find(addr);
   if (pit == ports_.end() || pit->second.generation != generation) return;  // a closed port's
   // An RMPP-reassembled SA answer (GetTableResp) is as long as its payload, which is shorter
@@ -882,6 +1088,11 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, int umad
                    bytes.size());
       logged_bad_response_ = true;
     }
+    return;
+  }
+  if (umad_status_code == 0 && !mad_get_field(bytes.data(), 0, IB_MAD_RESPONSE_F)) {
+    // A request, not an answer: its transaction id is the requester's, not ours.
+    serve_request(pit->second, arrival);
     return;
   }
   auto tid = static_cast<std::uint32_t>(mad_get_field64(bytes.data(), 0, IB_MAD_TRID_F));
@@ -920,8 +1131,9 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, int umad
     return;
   }
   auto p = take_in_flight(tid);
+  p->answered_at = arrival.at;
   cc.answered++;
-  double rtt = std::chrono::duration<double>(Clock::now() - p->sent_at).count();
+  double rtt = std::chrono::duration<double>(p->answered_at - p->sent_at).count();
   if (cc.rtt_buckets.empty()) cc.rtt_buckets.assign(kRttBounds.size(), 0);
   for (std::size_t i = 0; i < kRttBounds.size(); ++i) {
     if (rtt <= kRttBounds[i]) cc.rtt_buckets[i]++;
@@ -964,6 +1176,9 @@ void EngineImpl::fill_metrics(MetricsBuilder& out) const {
                 static_cast<double>(cc.timeouts));
     out.counter("ibfabric_mad_retries_total", "Attempts sent again after a timeout or busy answer",
                 l, static_cast<double>(cc.retries));
+    out.counter("ibfabric_mad_served_total",
+                "Requests from other nodes answered by this daemon (the MAD probe responder)", l,
+                static_cast<double>(cc.served));
     for (const auto& [result, n] : cc.results) {
       out.counter("ibfabric_mad_requests_total",
                   "MAD requests finished, by management class and result",

@@ -174,6 +174,29 @@ struct Response {
 
 using Callback = std::function<void(Response)>;
 
+// A request from elsewhere in the fabric that reached a class this daemon serves.
+struct InboundRequest {
+  PortAddress port;                                   // the local port it arrived at
+  std::uint16_t slid = 0;                             // the requester
+  std::chrono::steady_clock::time_point received_at;  // stamped by the receiver thread
+  const std::uint8_t* mad = nullptr;                  // the whole request, IB_MAD_SIZE bytes
+};
+// The attribute data to answer with (copied at the class's data offset into a GetResp that
+// keeps the request's header and transaction id), or nullopt to leave the request unanswered.
+using RequestHandler =
+    std::function<std::optional<std::vector<std::uint8_t>>(const InboundRequest&)>;
+
+// A registration made by Engine::serve(); destroying it stops serving.
+class Service {
+ public:
+  virtual ~Service() = default;
+  // Opens the port and registers again if the port broke or was never opened (a closed port
+  // is reopened no sooner than the engine's backoff allows). "" when serving, else why not.
+  virtual std::string refresh() = 0;
+  virtual std::uint64_t answered() const = 0;
+  virtual std::uint64_t dropped() const = 0;  // over the rate cap, or the handler declined
+};
+
 class Client;
 
 class Engine {
@@ -183,6 +206,13 @@ class Engine {
 
   // Queues `request`; `callback` runs later on the io_context's thread (never inside submit()).
   virtual void submit(Request request, Callback callback) = 0;
+
+  // Answers Get requests of vendor class `mgmt_class` (range 2, 0x30-0x4f) with `oui` that
+  // arrive at `via`, at most `max_per_second` answers (a token bucket one second deep). The
+  // handler runs on the io_context's thread. Nothing is sent but answers to requests.
+  virtual std::unique_ptr<Service> serve(PortAddress via, std::uint8_t mgmt_class,
+                                         std::uint32_t oui, double max_per_second,
+                                         RequestHandler handler) = 0;
 
   // A handle whose destruction drops the callbacks of every request submitted through it that
   // has not completed yet. Collectors submit through their own Client so that a collector can

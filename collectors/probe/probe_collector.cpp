@@ -1,5 +1,7 @@
 #include "collectors/probe/probe_collector.h"
 
+#include "collectors/mad/engine.h"
+#include "collectors/probe/mad_ping.h"
 #include "config/config.h"
 
 #include <spdlog/spdlog.h>
@@ -15,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 
 namespace ibfabric::probe {
 namespace {
@@ -111,54 +114,74 @@ std::string self_name() {
   return host;
 }
 
+std::string hex_guid(std::uint64_t guid) {
+  char buf[24];
+  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
+  return buf;
+}
+
 // Everything that runs between collections: sockets, timers, per-peer state. Handlers hold
 // it by shared_ptr; stop() cancels them all.
 class Prober : public std::enable_shared_from_this<Prober> {
  public:
-  Prober(asio::io_context& io, ProbeConfig config)
-      : io_(io), config_(std::move(config)), socket_(io), responder_(io), sweep_(io) {
+  Prober(asio::io_context& io, ProbeConfig config,
+         std::function<std::shared_ptr<mad::Engine>()> mad_engine)
+      : io_(io),
+        config_(std::move(config)),
+        mad_(std::move(mad_engine)),
+        socket_(io),
+        responder_(io),
+        sweep_(io) {
     std::random_device random;
     token_ = (static_cast<std::uint64_t>(random()) << 32) | random();
+    for (const auto& t : config_.targets) {
+      if (t.mad() && (t.guid != 0 || !t.node_description.empty())) needs_sa_ = true;
+    }
+    needs_sa_ = needs_sa_ || config_.discover;
   }
 
-  // Opens the sockets and starts probing; an error is logged and reported by collect().
+  // Opens the sockets and starts probing the configured peers; an error is logged and
+  // reported by fill().
   void start() {
     if (started_) return;
     started_ = true;
     if (!config_.udp_listen.empty()) open_responder();
-    for (const auto& target : config_.targets) {
-      try {
-        peers_.push_back(std::make_unique<Peer>(target, parse_endpoint(target.address),
-                                                config_.spike, config_.window, io_));
-      } catch (const std::exception& e) {
-        errors_.push_back("target " + target.address + ": " + e.what());
-      }
-    }
-    if (peers_.empty()) return;
-    boost::system::error_code ec;
-    socket_.open(peers_.front()->endpoint.protocol(), ec);
-    if (ec) {
-      errors_.push_back("cannot open the probe socket: " + ec.message());
+    update_peers();
+    arm_sweep();
+  }
+
+  // MAD work of one collection: the responder's registration and the SA lookup of targets.
+  void refresh_mad() {
+    mad_errors_.clear();
+    bool has_mad_targets =
+        config_.discover || std::any_of(config_.targets.begin(), config_.targets.end(),
+                                        [](const TargetConfig& t) { return t.mad(); });
+    if (!config_.mad_responder && !has_mad_targets) return;
+    // A node without InfiniBand (UDP probes only) has nothing to serve or probe over MAD.
+    if (mad::list_infiniband_ports({}).empty()) {
+      if (has_mad_targets) mad_errors_.push_back("no InfiniBand port for MAD probes");
       return;
     }
-    enable_timestamps(socket_.native_handle());
-    receive();
-    // Never more than max_probes_per_second in all: stretch every peer's interval if needed.
-    auto interval = config_.probe_interval;
-    auto floor = std::chrono::nanoseconds(static_cast<std::int64_t>(
-        1e9 * static_cast<double>(peers_.size()) / config_.max_probes_per_second));
-    if (floor > interval) {
-      spdlog::warn("probe: {} peers at max_probes_per_second {} stretch the probe interval to {}",
-                   peers_.size(), config_.max_probes_per_second, format_duration(floor));
-      interval = floor;
+    auto engine = mad_.engine();
+    if (!engine) return;
+    if (config_.mad_responder) {
+      if (!service_) {
+        auto host = ping_host_name();
+        service_ =
+            engine->serve({}, kPingClass, kPingOui, config_.mad_responder_max_per_second,
+                          [host](const mad::InboundRequest& in) {
+                            auto held = std::chrono::steady_clock::now() - in.received_at;
+                            return std::optional(encode_ping_answer(
+                                host, std::chrono::duration_cast<std::chrono::nanoseconds>(held)));
+                          });
+      }
+      if (auto error = service_->refresh(); !error.empty()) {
+        mad_errors_.push_back("MAD responder: " + error);
+      }
     }
-    interval_ = interval;
-    for (std::size_t i = 0; i < peers_.size(); ++i) {
-      // Spread the peers over one interval rather than probing them all at once.
-      schedule(i,
-               interval * static_cast<std::int64_t>(i) / static_cast<std::int64_t>(peers_.size()));
-    }
-    arm_sweep();
+    auto now = std::chrono::steady_clock::now();
+    if (needs_sa_ && !resolving_ && now >= resolve_at_) resolve();
+    if (!sa_error_.empty()) mad_errors_.push_back(sa_error_);
   }
 
   void stop() {
@@ -167,22 +190,38 @@ class Prober : public std::enable_shared_from_this<Prober> {
     responder_.close(ec);
     sweep_.cancel();
     for (auto& peer : peers_) peer->timer.cancel();
+    service_.reset();
   }
 
   void fill(MetricsBuilder& out, CollectResult& result) {
-    for (const auto& e : errors_) {
+    std::vector<std::string> problems = errors_;
+    problems.insert(problems.end(), mad_errors_.begin(), mad_errors_.end());
+    problems.insert(problems.end(), send_errors_.begin(), send_errors_.end());
+    if (!responder_error_.empty()) problems.push_back(responder_error_);
+    send_errors_.clear();
+    for (const auto& e : problems) {
       result.success = false;
       result.error += (result.error.empty() ? "" : "; ") + e;
     }
-    out.counter("ibfabric_probe_responder_requests_total",
-                "Probe requests this daemon's UDP responder answered.", {},
+    const char* responder_help = "Probe requests this daemon's responders answered.";
+    out.counter("ibfabric_probe_responder_requests_total", responder_help, {{"transport", "udp"}},
                 static_cast<double>(responder_requests_));
+    if (service_) {
+      out.counter("ibfabric_probe_responder_requests_total", responder_help, {{"transport", "mad"}},
+                  static_cast<double>(service_->answered()));
+      out.counter("ibfabric_probe_responder_dropped_total",
+                  "Probe requests the MAD responder left unanswered (over "
+                  "mad_responder_max_per_second).",
+                  {{"transport", "mad"}}, static_cast<double>(service_->dropped()));
+    }
     out.gauge("ibfabric_probe_interval_seconds",
               "Time between two probes to one peer, after the max_probes_per_second cap.", {},
               std::chrono::duration<double>(interval_).count());
+    out.gauge("ibfabric_probe_peers", "Peers this node probes, after the max_peers subset.", {},
+              static_cast<double>(peers_.size()));
     for (const auto& peer : peers_) {
       const auto& s = peer->stats;
-      Labels l{{"peer", peer->target.name}, {"transport", "udp"}};
+      Labels l{{"peer", peer->name}, {"transport", peer->mad ? "mad" : "udp"}};
       out.counter("ibfabric_probe_sent_total", "Probes sent to the peer.", l,
                   static_cast<double>(s.sent()));
       out.counter("ibfabric_probe_received_total", "Probe replies received in time.", l,
@@ -198,7 +237,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
                     s.bucket_counts(), s.received(), s.sum());
       out.histogram("ibfabric_probe_network_rtt_seconds",
                     "Round-trip time minus the time the responder held the probe: the "
-                    "network's share.",
+                    "network's share (answers that carry the hold time only).",
                     l, bounds, s.network_bucket_counts(), s.network_count(), s.network_sum());
       if (auto v = s.last_rtt()) {
         out.gauge("ibfabric_probe_last_rtt_seconds", "RTT of the latest answered probe.", l, *v);
@@ -232,15 +271,198 @@ class Prober : public std::enable_shared_from_this<Prober> {
 
  private:
   struct Peer {
-    Peer(TargetConfig t, udp::endpoint e, SpikeRule rule, std::size_t window, asio::io_context& io)
-        : target(std::move(t)), endpoint(e), stats(rule, window), timer(io) {}
-    TargetConfig target;
-    udp::endpoint endpoint;
+    Peer(std::string n, bool m, SpikeRule rule, std::size_t window, asio::io_context& io)
+        : name(std::move(n)), mad(m), stats(rule, window), timer(io) {}
+    std::string name;
+    bool mad = false;
+    udp::endpoint endpoint;  // UDP
+    std::uint16_t lid = 0;   // MAD
     PeerStats stats;
     asio::steady_timer timer;
     std::uint32_t next_sequence = 1;
-    std::map<std::uint32_t, Clock::time_point> pending;  // sequence -> sent at
+    std::map<std::uint32_t, Clock::time_point> pending;  // UDP: sequence -> sent at
+    bool scheduled = false;
   };
+  using PeerPtr = std::shared_ptr<Peer>;
+
+  // A peer as the targets and the latest SA lookup define it.
+  struct Wanted {
+    TargetConfig target;
+    bool mad = false;
+    udp::endpoint endpoint;
+    std::uint16_t lid = 0;
+  };
+
+  // The peers to probe now: UDP targets, MAD targets with a known LID, discovered CA ports;
+  // the Pingmesh subset of them; existing peers keep their statistics.
+  void update_peers() {
+    std::vector<TargetConfig> candidates;
+    std::map<std::string, Wanted> wanted;  // by "transport|name"
+    auto want = [&](Wanted w) {
+      std::string key = (w.mad ? "mad|" : "udp|") + w.target.name;
+      if (wanted.emplace(key, w).second) candidates.push_back(w.target);
+    };
+    errors_.clear();
+    for (const auto& t : config_.targets) {
+      if (!t.mad()) {
+        try {
+          want(Wanted{t, false, parse_endpoint(t.address), 0});
+        } catch (const std::exception& e) {
+          errors_.push_back("target " + t.address + ": " + e.what());
+        }
+        continue;
+      }
+      std::uint16_t lid = t.lid;
+      if (lid == 0) {
+        for (const auto& r : records_) {
+          if ((t.guid != 0 && r.port_guid == t.guid) ||
+              (!t.node_description.empty() && r.description == t.node_description)) {
+            lid = r.lid;
+            break;
+          }
+        }
+      }
+      if (lid != 0) {
+        want(Wanted{t, true, {}, lid});
+      } else if (resolved_once_) {
+        errors_.push_back("target " + t.name + ": not known to the SA");
+      }
+    }
+    if (config_.discover) {
+      std::set<std::uint64_t> own;
+      for (const auto& port : mad::list_infiniband_ports({})) own.insert(port.port_guid);
+      std::set<std::uint64_t> nodes;
+      for (const auto& r : records_) {
+        // One port per CA node (the first the SA lists), never this node's own.
+        if (r.node_type != 1 || own.count(r.port_guid) || !nodes.insert(r.node_guid).second) {
+          continue;
+        }
+        TargetConfig t;
+        t.name = r.description.empty() ? hex_guid(r.port_guid) : r.description;
+        t.guid = r.port_guid;
+        want(Wanted{t, true, {}, r.lid});
+      }
+    }
+    // The subset, by name, over both transports.
+    std::set<std::string> chosen;
+    for (const auto& t : choose_peers(self_name(), candidates, config_.max_peers)) {
+      chosen.insert((t.mad() ? "mad|" : "udp|") + t.name);
+    }
+
+    std::vector<PeerPtr> next;
+    for (auto& peer : peers_) {
+      std::string key = (peer->mad ? "mad|" : "udp|") + peer->name;
+      auto it = wanted.find(key);
+      if (it == wanted.end() || !chosen.count(key)) {
+        peer->timer.cancel();  // gone: its series vanish with it
+        continue;
+      }
+      peer->lid = it->second.lid;
+      peer->endpoint = it->second.endpoint;
+      chosen.erase(key);
+      next.push_back(peer);
+    }
+    for (const auto& key : chosen) {
+      const auto& w = wanted.at(key);
+      auto peer = std::make_shared<Peer>(w.target.name, w.mad, config_.spike, config_.window, io_);
+      peer->lid = w.lid;
+      peer->endpoint = w.endpoint;
+      next.push_back(std::move(peer));
+    }
+    peers_ = std::move(next);
+    std::sort(peers_.begin(), peers_.end(),
+              [](const PeerPtr& a, const PeerPtr& b) { return a->name < b->name; });
+
+    bool any_udp = std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->mad; });
+    if (any_udp && !socket_.is_open()) {
+      boost::system::error_code ec;
+      auto protocol = std::find_if(peers_.begin(), peers_.end(), [](auto& p) { return !p->mad; });
+      socket_.open((*protocol)->endpoint.protocol(), ec);
+      if (ec) {
+        errors_.push_back("cannot open the probe socket: " + ec.message());
+      } else {
+        enable_timestamps(socket_.native_handle());
+        receive();
+      }
+    }
+    schedule_all();
+  }
+
+  // Never more than max_probes_per_second in all: stretch every peer's interval if needed.
+  void schedule_all() {
+    if (peers_.empty()) return;
+    auto interval = config_.probe_interval;
+    auto floor = std::chrono::nanoseconds(static_cast<std::int64_t>(
+        1e9 * static_cast<double>(peers_.size()) / config_.max_probes_per_second));
+    if (floor > interval) {
+      if (floor != interval_) {
+        spdlog::warn("probe: {} peers at max_probes_per_second {} stretch the probe interval to {}",
+                     peers_.size(), config_.max_probes_per_second, format_duration(floor));
+      }
+      interval = floor;
+    }
+    interval_ = interval;
+    for (std::size_t i = 0; i < peers_.size(); ++i) {
+      if (peers_[i]->scheduled) continue;
+      peers_[i]->scheduled = true;
+      // Spread new peers over one interval rather than probing them all at once.
+      schedule(peers_[i],
+               interval * static_cast<std::int64_t>(i) / static_cast<std::int64_t>(peers_.size()));
+    }
+  }
+
+  // SA lookups of the MAD targets named by GUID or node description (a NodeRecord query
+  // each, with a component mask, so the answer is a record or two) and, with `discover`, of
+  // the whole NodeRecord table. The peers change only when every lookup has answered.
+  void resolve() {
+    if (!mad_.engine()) return;
+    std::vector<mad::Request> queries;
+    for (const auto& t : config_.targets) {
+      if (!t.mad() || (t.guid == 0 && t.node_description.empty())) continue;
+      queries.push_back(node_record_query(t.guid, t.node_description));
+    }
+    if (config_.discover) queries.push_back(node_record_query(0, ""));
+    resolving_ = true;
+    auto round = std::make_shared<ResolveRound>();
+    round->waiting = queries.size();
+    for (auto& q : queries) {
+      mad_.client().submit(std::move(q), [w = weak_from_this(), round](mad::Response r) {
+        auto self = w.lock();
+        if (!self) return;
+        if (r.ok()) {
+          auto found = decode_node_records(r.mad.data(), r.mad.size());
+          round->records.insert(round->records.end(), found.begin(), found.end());
+        } else if (round->error.empty()) {
+          round->error = std::string("SA NodeRecord lookup: ") + mad::to_string(r.status) +
+                         (r.error.empty() ? "" : " (" + r.error + ")");
+        }
+        if (--round->waiting == 0) self->resolved(*round);
+      });
+    }
+  }
+
+  struct ResolveRound {
+    std::size_t waiting = 0;
+    std::vector<NodeRecord> records;
+    std::string error;
+  };
+
+  void resolved(ResolveRound& round) {
+    resolving_ = false;
+    auto now = std::chrono::steady_clock::now();
+    if (!round.error.empty()) {
+      // Retried at the next collection; the peers resolved before stay.
+      resolve_at_ = now;
+      if (sa_error_ != round.error) spdlog::warn("probe: {}", round.error);
+      sa_error_ = round.error;
+      return;
+    }
+    sa_error_.clear();
+    resolve_at_ = now + config_.resolve_interval;
+    records_ = std::move(round.records);
+    resolved_once_ = true;
+    update_peers();
+  }
 
   void open_responder() {
     try {
@@ -255,8 +477,8 @@ class Prober : public std::enable_shared_from_this<Prober> {
       enable_timestamps(responder_.native_handle());
       respond();
     } catch (const std::exception& e) {
-      errors_.push_back("responder on " + config_.udp_listen + ": " + e.what() +
-                        " (choose another udp_listen, or \"\" for none)");
+      responder_error_ = "responder on " + config_.udp_listen + ": " + e.what() +
+                         " (choose another udp_listen, or \"\" for none)";
     }
   }
 
@@ -284,18 +506,25 @@ class Prober : public std::enable_shared_from_this<Prober> {
     });
   }
 
-  void schedule(std::size_t i, std::chrono::nanoseconds after) {
-    auto& peer = *peers_[i];
-    peer.timer.expires_after(after);
-    peer.timer.async_wait([self = shared_from_this(), i](const boost::system::error_code& ec) {
+  void schedule(const PeerPtr& peer, std::chrono::nanoseconds after) {
+    peer->timer.expires_after(after);
+    peer->timer.async_wait([w = weak_from_this(), weak_peer = std::weak_ptr<Peer>(peer)](
+                               const boost::system::error_code& ec) {
       if (ec) return;
-      self->send(i);
-      self->schedule(i, self->interval_);
+      auto self = w.lock();
+      auto peer = weak_peer.lock();
+      if (!self || !peer) return;
+      if (peer->mad) {
+        self->send_mad(peer);
+      } else {
+        self->send_udp(*peer);
+      }
+      self->schedule(peer, self->interval_);
     });
   }
 
-  void send(std::size_t i) {
-    auto& peer = *peers_[i];
+  void send_udp(Peer& peer) {
+    if (!socket_.is_open()) return;
     Message m;
     m.sequence = peer.next_sequence++;
     m.token = token_;
@@ -306,6 +535,55 @@ class Prober : public std::enable_shared_from_this<Prober> {
     peer.stats.add_sent();
     socket_.async_send_to(asio::buffer(*buffer), peer.endpoint,
                           [buffer](const boost::system::error_code&, std::size_t) {});
+  }
+
+  void send_mad(const PeerPtr& peer) {
+    if (!mad_.engine()) return;
+    mad::Request req;
+    req.to = mad::Destination::to_lid(peer->lid);
+    req.mgmt_class = kPingClass;
+    req.oui = kPingOui;
+    req.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(config_.timeout);
+    req.retries = 0;  // a lost probe is a measurement, not something to hide
+    mad_.client().submit(std::move(req), [w = weak_from_this(),
+                                          weak_peer = std::weak_ptr<Peer>(peer)](mad::Response r) {
+      auto self = w.lock();
+      auto peer = weak_peer.lock();
+      if (!self || !peer) return;
+      switch (r.status) {
+        case mad::Status::ok: {
+          peer->stats.add_sent();
+          auto hold = decode_ping_hold(r.data(), r.data_size());
+          std::optional<std::chrono::nanoseconds> network;
+          if (hold) network = r.rtt - std::min(*hold, r.rtt);
+          self->record(*peer, r.rtt, network);
+          break;
+        }
+        case mad::Status::timeout:
+        case mad::Status::mad_status:
+        case mad::Status::port_error:
+          peer->stats.add_sent();
+          peer->stats.add_lost();
+          break;
+        default:
+          // Never sent (no port, queue full): not a probe of the peer, but said in the
+          // collector's health.
+          if (self->send_errors_.size() < 8) {
+            self->send_errors_.insert("probe to " + peer->name + ": " + r.error);
+          }
+          break;
+      }
+    });
+  }
+
+  void record(Peer& peer, std::chrono::nanoseconds rtt,
+              std::optional<std::chrono::nanoseconds> network) {
+    if (peer.stats.add(rtt, network)) {
+      spdlog::warn("probe: RTT spike peer={} transport={} rtt_us={:.1f} baseline_us={:.1f}",
+                   peer.name, peer.mad ? "mad" : "udp",
+                   std::chrono::duration<double, std::micro>(rtt).count(),
+                   peer.stats.baseline().value_or(0) * 1e6);
+    }
   }
 
   void receive() {
@@ -324,23 +602,20 @@ class Prober : public std::enable_shared_from_this<Prober> {
     auto m = decode(buffer_.data(), n);
     if (!m || !m->reply || m->token != token_) return;
     for (auto& peer : peers_) {
-      if (peer->endpoint != from_) continue;
+      if (peer->mad || peer->endpoint != from_) continue;
       auto it = peer->pending.find(m->sequence);
       if (it == peer->pending.end()) return;  // late: already counted lost
       auto rtt = std::chrono::duration_cast<std::chrono::nanoseconds>(now - it->second);
       peer->pending.erase(it);
       if (rtt.count() < 0 || rtt > std::chrono::seconds(10)) return;  // a clock step
       auto hold = std::chrono::nanoseconds(static_cast<std::int64_t>(m->hold_ns));
-      if (peer->stats.add(rtt, rtt - std::min(hold, rtt))) {
-        spdlog::warn("probe: RTT spike peer={} transport=udp rtt_us={:.1f} baseline_us={:.1f}",
-                     peer->target.name, std::chrono::duration<double, std::micro>(rtt).count(),
-                     peer->stats.baseline().value_or(0) * 1e6);
-      }
+      record(*peer, rtt, rtt - std::min(hold, rtt));
       return;
     }
   }
 
-  // Probes older than the timeout are lost; checked a few times per timeout.
+  // UDP probes older than the timeout are lost (the engine times MAD probes out itself);
+  // checked a few times per timeout.
   void arm_sweep() {
     sweep_.expires_after(
         std::max<std::chrono::nanoseconds>(config_.timeout / 4, std::chrono::milliseconds(10)));
@@ -363,11 +638,22 @@ class Prober : public std::enable_shared_from_this<Prober> {
 
   asio::io_context& io_;
   ProbeConfig config_;
+  mad::ClientHandle mad_;
   udp::socket socket_;     // the prober's
   udp::socket responder_;  // the responder's
   asio::steady_timer sweep_;
-  std::vector<std::unique_ptr<Peer>> peers_;
-  std::vector<std::string> errors_;
+  std::vector<PeerPtr> peers_;
+  std::vector<std::string> errors_;      // of the latest peer update
+  std::vector<std::string> mad_errors_;  // of the latest collection
+  std::set<std::string> send_errors_;    // MAD probes not sent since the latest collection
+  std::string responder_error_;
+  std::string sa_error_;
+  std::unique_ptr<mad::Service> service_;
+  std::vector<NodeRecord> records_;  // the SA's, latest lookup
+  bool needs_sa_ = false;
+  bool resolving_ = false;
+  bool resolved_once_ = false;
+  std::chrono::steady_clock::time_point resolve_at_{};
   std::array<std::uint8_t, kMaxDatagram> buffer_{}, responder_buffer_{};
   udp::endpoint from_, responder_peer_;
   std::uint64_t token_ = 0;
@@ -378,12 +664,14 @@ class Prober : public std::enable_shared_from_this<Prober> {
 
 class ProbeCollector final : public Collector {
  public:
-  ProbeCollector(asio::io_context& io, ProbeConfig config)
-      : prober_(std::make_shared<Prober>(io, std::move(config))) {}
+  ProbeCollector(asio::io_context& io, ProbeConfig config,
+                 std::function<std::shared_ptr<mad::Engine>()> mad_engine)
+      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine))) {}
   ~ProbeCollector() override { prober_->stop(); }
 
   void collect(Done done) override {
     prober_->start();
+    prober_->refresh_mad();
     MetricsBuilder out;
     CollectResult result;
     prober_->fill(out, result);
@@ -430,6 +718,51 @@ std::vector<TargetConfig> choose_peers(const std::string& self, std::vector<Targ
   return targets;
 }
 
+namespace {
+
+// One entry of `targets`: {address, name} (UDP) or {lid | guid | name} (MAD).
+TargetConfig parse_target(ConfigSection& t) {
+  TargetConfig target;
+  target.address = t.get_string("address", "");
+  target.lid = static_cast<std::uint16_t>(t.get_int("lid", 0, 0, 0xbfff));
+  std::string guid = t.get_string("guid", "");
+  std::string name = t.get_string("name", "");
+  int ways = (target.address.empty() ? 0 : 1) + (target.lid ? 1 : 0) + (guid.empty() ? 0 : 1);
+  if (ways > 1) {
+    t.fail("address", "a target is one of address (UDP), lid or guid (MAD), not several");
+  }
+  if (ways == 0 && name.empty()) {
+    t.fail("address",
+           "a target needs an address (IP:PORT, UDP) or a lid, guid or name (node "
+           "description, MAD)");
+  }
+  if (!target.address.empty()) {
+    try {
+      parse_endpoint(target.address);
+    } catch (const std::exception& e) {
+      t.fail("address", e.what());
+    }
+    target.name = name.empty() ? target.address : name;
+  } else if (!guid.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    target.guid = std::strtoull(guid.c_str(), &end, 16);
+    if (errno != 0 || end == guid.c_str() || *end != '\0' || target.guid == 0) {
+      t.fail("guid", "\"" + guid + "\" is not a port GUID (0x followed by 16 hex digits)");
+    }
+    target.name = name.empty() ? hex_guid(target.guid) : name;
+  } else if (target.lid != 0) {
+    target.name = name.empty() ? "lid " + std::to_string(target.lid) : name;
+  } else {
+    target.node_description = name;
+    target.name = name;
+  }
+  t.finish();
+  return target;
+}
+
+}  // namespace
+
 CollectorSpec spec() {
   return CollectorSpec{
       "probe", false, std::chrono::seconds(15),
@@ -443,18 +776,14 @@ CollectorSpec spec() {
             section.fail("udp_listen", e.what());
           }
         }
+        c.mad_responder = section.get_bool("mad_responder", c.mad_responder);
+        c.mad_responder_max_per_second = section.get_double("mad_responder_max_per_second",
+                                                            c.mad_responder_max_per_second, 1, 1e6);
+        c.discover = section.get_bool("discover", c.discover);
+        c.resolve_interval =
+            section.get_duration("resolve_interval", c.resolve_interval, std::chrono::seconds(1));
         for (auto& t : section.get_section_list("targets")) {
-          TargetConfig target;
-          target.address = t.get_string("address", "");
-          if (target.address.empty()) t.fail("address", "a target needs an address (IP:PORT)");
-          try {
-            parse_endpoint(target.address);
-          } catch (const std::exception& e) {
-            t.fail("address", e.what());
-          }
-          target.name = t.get_string("name", target.address);
-          t.finish();
-          c.targets.push_back(std::move(target));
+          c.targets.push_back(parse_target(t));
         }
         c.probe_interval =
             section.get_duration("probe_interval", c.probe_interval, std::chrono::milliseconds(1));
@@ -472,8 +801,7 @@ CollectorSpec spec() {
         c.spike.baseline_window = static_cast<std::size_t>(section.get_int(
             "baseline_window", static_cast<std::int64_t>(c.spike.baseline_window), 1, 100000));
         section.finish();
-        c.targets = choose_peers(self_name(), std::move(c.targets), c.max_peers);
-        return std::make_unique<ProbeCollector>(context.io, std::move(c));
+        return std::make_unique<ProbeCollector>(context.io, std::move(c), context.mad_engine);
       }};
 }
 

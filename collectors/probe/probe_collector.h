@@ -1,6 +1,7 @@
 #pragma once
-// The `probe` collector: active RTT probes to peers over UDP, a responder that answers them,
-// and per-peer statistics (histograms, windowed percentiles, jitter, spikes).
+// The `probe` collector: active RTT probes to peers over UDP and over MAD (ibping's class, see
+// mad_ping.h), responders that answer both, and per-peer statistics (histograms, windowed
+// percentiles, jitter, spikes).
 //
 // Wire format (UDP payload, big-endian), request and reply alike:
 //   0  "IBFP"  4  version (1)  5  type (1 request, 2 reply)  6  reserved (2)
@@ -21,17 +22,28 @@
 
 namespace ibfabric::probe {
 
+// A peer to probe. An entry with `address` is probed over UDP; any other over MAD (ibping's
+// class), by `lid`, by port `guid`, or by node description (`name` alone), the last two
+// resolved through the SA.
 struct TargetConfig {
-  std::string name;     // the `peer` label; default: the address
-  std::string address;  // IP:PORT or [IPv6]:PORT
+  std::string name;              // the `peer` label; default: the address, LID or GUID
+  std::string address;           // UDP: IP:PORT or [IPv6]:PORT
+  std::uint16_t lid = 0;         // MAD
+  std::uint64_t guid = 0;        // MAD: a port GUID
+  std::string node_description;  // MAD: a node description, matched whole
+  bool mad() const { return address.empty(); }
 };
 
 struct ProbeConfig {
-  std::string udp_listen = ":10917";  // the responder; "" = none
+  std::string udp_listen = ":10917";  // the UDP responder; "" = none
+  bool mad_responder = true;          // answer ibping-compatible MAD probes
+  double mad_responder_max_per_second = 1000;
   std::vector<TargetConfig> targets;
-  std::chrono::nanoseconds probe_interval = std::chrono::seconds(1);  // per peer
+  bool discover = false;  // every CA port the SA knows (but this node's) is a MAD target
+  std::chrono::nanoseconds resolve_interval = std::chrono::minutes(5);  // SA lookups
+  std::chrono::nanoseconds probe_interval = std::chrono::seconds(1);    // per peer
   std::chrono::nanoseconds timeout = std::chrono::seconds(1);
-  std::size_t payload_bytes = 64;
+  std::size_t payload_bytes = 64;  // UDP
   std::size_t max_peers = 64;
   double max_probes_per_second = 100;  // over all peers
   std::size_t window = 1024;           // RTTs behind the percentiles

@@ -1,11 +1,13 @@
 // libFuzzer target: what the daemon does with a MAD answer's bytes, which come from whatever
 // node answered on the fabric. The input is the whole answer as umad_recv() delivers it; its
-// management class (octet 1) picks the data offset as in mad::Response. Then the ports
-// collector's decoders run on the attribute data when it is as long as the collector requires
-// (64 octets for SMP attributes, IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
+// management class (octet 1) picks the data offset as in mad::Response. The probe collector's
+// decoders (ping answers, SA NodeRecord tables) run on it, then the ports collector's on the
+// attribute data when it is as long as the collector requires (64 octets for SMP attributes,
+// IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
 
 #include "collectors/mad/engine.h"
 #include "collectors/ports/port_decode.h"
+#include "collectors/probe/mad_ping.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -13,6 +15,7 @@
 
 namespace mad = ibfabric::mad;
 namespace ports = ibfabric::ports;
+namespace probe = ibfabric::probe;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   mad::Response r;
@@ -28,6 +31,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   (void)r.get64(IB_PC_EXT_XMT_BYTES_F);
   (void)r.get64(IB_NODE_GUID_F);
   (void)r.get_string(IB_NODE_DESC_F);
+  // The probe collector's: an answer to a ping, an SA NodeRecord table.
+  (void)probe::decode_ping_hold(attr, attr_size);
+  for (const auto& rec : probe::decode_node_records(data, size)) {
+    if (rec.lid == 0 || rec.description.size() > 64) __builtin_trap();
+  }
 
   if (attr_size < IB_SMP_DATA_SIZE) return 0;
   // The collector copies the attribute data out of the response (attribute_data()).

@@ -122,7 +122,12 @@ TEST(ProbeWire, RefusesWhatIsNotAProbe) {
 
 TEST(ProbePeers, ASubsetIsStableAndDiffersBetweenNodes) {
   std::vector<TargetConfig> all;
-  for (int i = 0; i < 100; ++i) all.push_back({"node-" + std::to_string(i), "10.0.0.1:1"});
+  for (int i = 0; i < 100; ++i) {
+    TargetConfig t;
+    t.name = "node-" + std::to_string(i);
+    t.address = "10.0.0.1:1";
+    all.push_back(t);
+  }
   auto a1 = choose_peers("node-a", all, 8);
   auto a2 = choose_peers("node-a", all, 8);
   auto b = choose_peers("node-b", all, 8);
