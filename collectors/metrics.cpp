@@ -1,5 +1,6 @@
 #include "collectors/metrics.h"
 
+#include <cstdio>
 #include <limits>
 #include <stdexcept>
 
@@ -77,6 +78,12 @@ void merge_families(MetricFamilies& into, const MetricFamilies& more) {
       dst.insert(dst.end(), fam.metric.begin(), fam.metric.end());
     }
   }
+}
+
+std::string hex_guid(std::uint64_t guid) {
+  char text[19];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(guid));
+  return text;
 }
 
 }  // namespace ibfabric

@@ -4,6 +4,7 @@
 
 #include <prometheus/metric_family.h>
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,9 @@ class MetricsBuilder {
 
 // Appends `more` to `into`, merging families of the same name (their samples are concatenated).
 void merge_families(MetricFamilies& into, const MetricFamilies& more);
+
+// A GUID as label values carry it: "0x" and 16 lower-case hex digits.
+std::string hex_guid(std::uint64_t guid);
 
 // An immutable result of one collection; shared read-only between the loop and scrapes.
 struct Snapshot {

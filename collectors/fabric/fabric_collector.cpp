@@ -7,7 +7,6 @@
 namespace ibfabric::fabric {
 namespace {
 
-using ports::hex_guid;
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 

@@ -1,14 +1,13 @@
 #include "collectors/fabric/fabric_model.h"
 
+#include "collectors/stable_hash.h"
+
 namespace ibfabric::fabric {
 
 std::uint64_t stable_guid_hash(std::uint64_t guid) {
-  std::uint64_t h = 0xcbf29ce484222325ull;
-  for (int shift = 56; shift >= 0; shift -= 8) {
-    h ^= (guid >> shift) & 0xff;
-    h *= 0x100000001b3ull;
-  }
-  return h;
+  char octets[8];
+  for (int i = 0; i < 8; ++i) octets[i] = static_cast<char>((guid >> (56 - 8 * i)) & 0xff);
+  return fnv1a(std::string_view(octets, sizeof octets));
 }
 
 bool in_shard(std::uint64_t guid, int shard, int shards) {

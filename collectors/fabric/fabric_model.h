@@ -17,9 +17,8 @@ constexpr int kNodeTypeSwitch = 2;
 constexpr int kNodeTypeRouter = 3;
 constexpr int kMaxHops = 63;  // a directed route holds at most 64 port numbers, the first is 0
 
-// FNV-1a (64-bit: offset basis 0xcbf29ce484222325, prime 0x100000001b3) over the GUID's 8
-// octets in network (big-endian) order, as the GUID appears on the wire. Fixed here rather
-// than std::hash so that every host and every version puts a switch in the same shard.
+// FNV-1a (collectors/stable_hash.h) over the GUID's 8 octets in network (big-endian) order,
+// as the GUID appears on the wire, so that every host puts a switch in the same shard.
 std::uint64_t stable_guid_hash(std::uint64_t guid);
 
 // Whether the node with `guid` belongs to shard `shard` of `shards` (shards >= 1).

@@ -51,11 +51,6 @@ using K = CounterDef::Kind;
 
 }  // namespace
 
-std::string hex_guid(std::uint64_t guid) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
-  return buf;
-}
 
 const char* node_type_name(int type) {
   switch (type) {

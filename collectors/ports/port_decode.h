@@ -57,8 +57,6 @@ struct PortInfo {
 
 PortInfo decode_port_info(const std::uint8_t* data);
 
-// A node or port GUID as labels carry it: "0x" + 16 lowercase hex digits.
-std::string hex_guid(std::uint64_t guid);
 // NodeInfo.NodeType: "CA", "switch", "router", else "unknown".
 const char* node_type_name(int type);
 

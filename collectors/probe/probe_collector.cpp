@@ -2,6 +2,7 @@
 
 #include "collectors/mad/engine.h"
 #include "collectors/probe/mad_ping.h"
+#include "collectors/stable_hash.h"
 #include "config/config.h"
 
 #include <spdlog/spdlog.h>
@@ -38,15 +39,6 @@ std::uint64_t get(const std::uint8_t* p, int bytes) {
   std::uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v = (v << 8) | p[i];
   return v;
-}
-
-std::uint64_t fnv1a(const std::string& text) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
 }
 
 // "IP:PORT", "[IPv6]:PORT", ":PORT" (every address). Throws std::runtime_error.
@@ -112,12 +104,6 @@ std::string self_name() {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
   return host;
-}
-
-std::string hex_guid(std::uint64_t guid) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
-  return buf;
 }
 
 // Everything that runs between collections: sockets, timers, per-peer state. Handlers hold

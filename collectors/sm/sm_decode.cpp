@@ -59,11 +59,6 @@ std::vector<SmInfoRecord> decode_sm_info_records(const std::uint8_t* mad, std::s
   return records;
 }
 
-std::string hex_guid(std::uint64_t guid) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%016llx", static_cast<unsigned long long>(guid));
-  return buf;
-}
 
 void MasterTracker::observe(const std::optional<SmInfo>& at_port_sm_lid) {
   if (at_port_sm_lid && at_port_sm_lid->state == kMaster) {

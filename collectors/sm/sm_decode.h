@@ -45,8 +45,6 @@ struct SmInfoRecord {
 // the last MAD and are left out; so is a trailing partial record.
 std::vector<SmInfoRecord> decode_sm_info_records(const std::uint8_t* mad, std::size_t size);
 
-// "0x" + 16 lowercase hex digits.
-std::string hex_guid(std::uint64_t guid);
 
 // What one local port has seen of its master SM over successive polls.
 //

@@ -1,5 +1,7 @@
 #include "collectors/sriov/sriov_netlink.h"
 
+#include "collectors/metrics.h"
+
 #include <linux/if_link.h>
 #include <linux/netlink.h>
 #include <linux/rtnetlink.h>
@@ -87,12 +89,6 @@ class AttributeReader {
   std::size_t offset_ = 0;
   std::size_t at_ = 0;
 };
-
-std::string hex_guid(std::uint64_t guid) {
-  char text[19];
-  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(guid));
-  return text;
-}
 
 std::string mac_text(const std::uint8_t* mac) {
   char text[18];

@@ -1,4 +1,5 @@
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/metrics.h"
 #include "collectors/ports/port_decode.h"
 
 #include <gtest/gtest.h>
@@ -83,8 +84,9 @@ TEST(FabricTopology, LaterAnswerForAPortReplacesEarlier) {
 }
 
 TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
-  EXPECT_EQ(ports::hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
-  EXPECT_EQ(ports::hex_guid(0), "0x0000000000000000");
+  EXPECT_EQ(hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
+  EXPECT_EQ(hex_guid(0), "0x0000000000000000");
+  EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
   EXPECT_STREQ(ports::node_type_name(kNodeTypeSwitch), "switch");
   EXPECT_STREQ(ports::node_type_name(kNodeTypeCa), "CA");
 }

@@ -34,11 +34,6 @@ TEST(SmInfoDecode, StateNames) {
   EXPECT_STREQ(state_name(9), "unknown");
 }
 
-TEST(SmInfoDecode, HexGuid) {
-  EXPECT_EQ(hex_guid(0x100001), "0x0000000000100001");
-  EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
-}
-
 // An SA GetTableResp of SMInfoRecords as a small table arrives: the SA header's
 // AttributeOffset (octets 44-45 of the MAD, after the 24-octet common header, the
 // 12-octet RMPP header and the 8-octet SM_Key, in 8-octet words) gives the record size; the
