@@ -1,7 +1,7 @@
 """MAD probes (ibping's class) on a simulated fabric (ibsim + opensm under the umad shim):
 
 - the stock `ibping` pings a daemon's responder and gets answers carrying the host name;
-- a daemon probes another daemon, found by node description through the SA and by LID: every
+- two daemons probe each other, found by node description through the SA (and by LID): every
   probe answered, the responder's hold time in every answer, no spike while steady;
 - discovery lists every other CA port the SA knows, never the node's own;
 - pausing the responder process makes RTT spikes the spike counter and the histogram show;
@@ -28,8 +28,8 @@ from simfabric import SHIM, SimFabric
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
 SM_HOST = "Switch1"
-RESPONDER_HOST = "Hca3"   # an ibfabricd that answers
-PROBER_HOST = "Hca4"      # an ibfabricd that probes, with discovery
+RESPONDER_HOST = "Hca3"   # an ibfabricd, probed by the other
+PROBER_HOST = "Hca4"      # an ibfabricd that probes with discovery (and is probed back)
 IBPING_HOST = "Hca2"      # the stock `ibping -S`, last test
 SILENT_HOST = "Hca1"      # nothing answers there
 
@@ -64,31 +64,44 @@ class MadProbeTest(unittest.TestCase):
                     "  sm: {enabled: false}\n  sriov: {enabled: false}\n")
             responder_cfg = os.path.join(cls.tmp.name, "responder.yaml")
             with open(responder_cfg, "w") as f:
-                f.write(base + "  probe: {enabled: true, interval: 500ms, udp_listen: \"\"}\n")
+                f.write(base + "  probe: {enabled: true, interval: 500ms, udp_listen: \"\", "
+                        "probe_interval: 50ms, timeout: 1s, spike_floor: 50ms, "
+                        "targets: [{name: %s}]}\n" % PROBER_HOST)
             prober_cfg = os.path.join(cls.tmp.name, "prober.yaml")
             with open(prober_cfg, "w") as f:
                 f.write(base + "  probe:\n    enabled: true\n    interval: 500ms\n"
-                        "    udp_listen: \"\"\n    mad_responder: false\n    discover: true\n"
+                        "    udp_listen: \"\"\n    discover: true\n"
                         "    probe_interval: 20ms\n    timeout: 1s\n"
                         "    max_probes_per_second: 1000\n"
                         "    spike_multiplier: 5\n    spike_floor: 50ms\n"
                         "    targets:\n      - {name: %s}\n      - {lid: %d, name: by-lid}\n"
                         "      - {name: %s}\n"
                         % (RESPONDER_HOST, cls.responder_lid, IBPING_HOST))
+            # Both daemons answer and probe each other. The shim crashes a process that gets a
+            # request before it registered its agents, so the first daemon is stopped while the
+            # second starts.
             env = dict(os.environ, SIM_SET_ISSM="1")
             cls.responder = cls.fabric.daemon(["--config", responder_cfg], host=RESPONDER_HOST,
                                               env=env)
-            cls.responder.start()
-            deadline = time.monotonic() + 20
-            while "mad: serving class 0x32" not in cls.responder.log():
-                if time.monotonic() > deadline:
-                    raise AssertionError("responder not serving:\n" + cls.responder.log())
-                time.sleep(0.05)
-            cls.prober = cls.fabric.daemon(["--config", prober_cfg], host=PROBER_HOST)
-            cls.prober.start()
+            cls.prober = cls.fabric.daemon(["--config", prober_cfg], host=PROBER_HOST, env=env)
+            cls.start_serving(cls.responder)
+            cls.responder.signal(signal.SIGSTOP)
+            try:
+                cls.start_serving(cls.prober)
+            finally:
+                cls.responder.signal(signal.SIGCONT)
         except BaseException:
             cls.tearDownClass()
             raise
+
+    @staticmethod
+    def start_serving(daemon):
+        daemon.start()
+        deadline = time.monotonic() + 20
+        while "mad: serving class 0x32" not in daemon.log():
+            if time.monotonic() > deadline:
+                raise AssertionError("daemon not serving:\n" + daemon.log())
+            time.sleep(0.05)
 
     @classmethod
     def tearDownClass(cls):
@@ -118,20 +131,37 @@ class MadProbeTest(unittest.TestCase):
                                "ibfabric_probe_responder_requests_total", transport="mad")
         self.assertGreaterEqual(answered.value, 5)
 
-    def test_2_daemon_probes_daemon_by_name_and_lid(self):
-        samples = self.wait_received(RESPONDER_HOST, 300)
-        for peer in (RESPONDER_HOST, "by-lid"):
-            received = self.value(samples, "ibfabric_probe_received_total", peer)
-            self.assertGreater(received, 0, peer)
-            self.assertEqual(self.value(samples, "ibfabric_probe_lost_total", peer), 0,
-                             "lost probes to " + peer)
-            self.assertEqual(self.value(samples, "ibfabric_probe_spikes_total", peer), 0,
-                             "spikes to " + peer)
-            # Every answer carried the responder's hold time.
-            network = self.value(samples, "ibfabric_probe_network_rtt_seconds_count", peer)
-            self.assertEqual(network, received, peer)
-            self.assertLessEqual(self.value(samples, "ibfabric_probe_network_rtt_seconds_sum", peer),
-                                 self.value(samples, "ibfabric_probe_rtt_seconds_sum", peer))
+    def steady(self, daemon, peers, more):
+        """From the first answer of every peer on, `more` answered probes each: returns the
+        samples at the start and at the end."""
+        def answered(at_least):
+            return daemon.wait_for(
+                lambda s: all((self.value(s, "ibfabric_probe_received_total", p) or 0)
+                              >= at_least[p] for p in peers),
+                timeout=60, what="answers from %s" % ", ".join(peers))
+        first = answered({p: 1 for p in peers})
+        last = answered({p: self.value(first, "ibfabric_probe_received_total", p) + more
+                         for p in peers})
+        return first, last
+
+    def test_2_daemons_probe_each_other_by_name_and_lid(self):
+        # Probes sent while the other daemon was starting or stopped (setUpClass) may be lost
+        # or late; from the first answer on, none may be.
+        for daemon, peers, more in ((self.prober, (RESPONDER_HOST, "by-lid"), 300),
+                                    (self.responder, (PROBER_HOST,), 50)):
+            first, last = self.steady(daemon, peers, more)
+            for peer in peers:
+                for name in ("ibfabric_probe_lost_total", "ibfabric_probe_spikes_total"):
+                    self.assertEqual(self.value(last, name, peer), self.value(first, name, peer),
+                                     "%s to %s" % (name, peer))
+                # Every answer carried the responder's hold time.
+                self.assertEqual(
+                    self.value(last, "ibfabric_probe_network_rtt_seconds_count", peer),
+                    self.value(last, "ibfabric_probe_received_total", peer), peer)
+                self.assertLessEqual(
+                    self.value(last, "ibfabric_probe_network_rtt_seconds_sum", peer),
+                    self.value(last, "ibfabric_probe_rtt_seconds_sum", peer))
+        samples = self.prober.samples()
         p50 = self.value(samples, "ibfabric_probe_rtt_window_seconds", RESPONDER_HOST, stat="p50")
         p99 = self.value(samples, "ibfabric_probe_rtt_window_seconds", RESPONDER_HOST, stat="p99")
         self.assertGreater(p50, 0)
@@ -181,8 +211,14 @@ class MadProbeTest(unittest.TestCase):
         # which crashes `ibping -S` under the shim. The fabric keeps its LIDs and routes
         # without its SM, and the prober resolved Hca2 already.
         self.sm.stop()
-        server = self.fabric.spawn("ibping-S", ["ibping", "-S"], host=IBPING_HOST,
-                                   env=dict(os.environ, SIM_SET_ISSM="1"))
+        # Nor may a probe reach ibping -S before it registered its agent (see setUpClass).
+        self.prober.signal(signal.SIGSTOP)
+        try:
+            server = self.fabric.spawn("ibping-S", ["ibping", "-S"], host=IBPING_HOST,
+                                       env=dict(os.environ, SIM_SET_ISSM="1"))
+            time.sleep(1)
+        finally:
+            self.prober.signal(signal.SIGCONT)
         try:
             samples = self.wait_received(IBPING_HOST, 20)
         except AssertionError:
