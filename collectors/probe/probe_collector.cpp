@@ -151,7 +151,10 @@ class Prober : public std::enable_shared_from_this<Prober> {
     auto engine = mad_.engine();
     if (!engine) return;
     if (config_.mad_responder) {
+      // A reload that changed the `mad:` section replaces the engine: serve on the new one.
+      if (service_engine_.lock() != engine) service_.reset();
       if (!service_) {
+        service_engine_ = engine;
         auto host = ping_host_name();
         service_ =
             engine->serve({}, kPingClass, kPingOui, config_.mad_responder_max_per_second,
@@ -635,6 +638,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::string responder_error_;
   std::string sa_error_;
   std::unique_ptr<mad::Service> service_;
+  std::weak_ptr<mad::Engine> service_engine_;
   std::vector<NodeRecord> records_;  // the SA's, latest lookup
   bool needs_sa_ = false;
   bool resolving_ = false;
