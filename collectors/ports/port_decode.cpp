@@ -51,7 +51,6 @@ using K = CounterDef::Kind;
 
 }  // namespace
 
-
 const char* node_type_name(int type) {
   switch (type) {
     case 1:

@@ -59,7 +59,6 @@ std::vector<SmInfoRecord> decode_sm_info_records(const std::uint8_t* mad, std::s
   return records;
 }
 
-
 void MasterTracker::observe(const std::optional<SmInfo>& at_port_sm_lid) {
   if (at_port_sm_lid && at_port_sm_lid->state == kMaster) {
     const SmInfo& seen = *at_port_sm_lid;

@@ -45,7 +45,6 @@ struct SmInfoRecord {
 // the last MAD and are left out; so is a trailing partial record.
 std::vector<SmInfoRecord> decode_sm_info_records(const std::uint8_t* mad, std::size_t size);
 
-
 // What one local port has seen of its master SM over successive polls.
 //
 // observe() takes what the SM the port points at (PortInfo.MasterSMLID) answered to SMInfo in

@@ -218,6 +218,11 @@ class SimFabric:
         """Environment for a process attached to `host` (None = ibsim's default node)."""
         env = dict(os.environ if base is None else base)
         env["IBSIM_SOCKNAME"] = self.sock_name
+        # opensm keeps guid2lid, neighbors and the like in /var/cache/opensm, shared by every
+        # opensm on the machine: the fabrics of tests running side by side (with overlapping
+        # GUIDs) would read each other's. Each fabric gets its own.
+        if self.workdir:
+            env["OSM_CACHE_DIR"] = env["OSM_TMP_DIR"] = self.workdir
         if shim:
             env["LD_PRELOAD"] = SHIM
             if host:
