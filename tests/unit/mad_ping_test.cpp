@@ -142,7 +142,8 @@ TEST(NodeRecords, QueriesSetTheComponentMaskAndTheValue) {
 }
 
 std::unique_ptr<Collector> make(const std::string& yaml) {
-  boost::asio::io_context io;
+  // Outlives the collectors made here: the probe collector owns timers of it.
+  static boost::asio::io_context io;
   CollectorContext context{io, "/", {}};
   ConfigSection section(YAML::Load(yaml), "test.yaml", "collectors.probe");
   return spec().create(context, section);
