@@ -90,6 +90,13 @@ class AttributeReader {
   std::size_t at_ = 0;
 };
 
+// Netlink carries -errno; anything else in that field (INT_MIN would overflow on negation) is
+// named as the number it is.
+std::string netlink_error_text(int code) {
+  if (code < 0 && code > -4096) return std::strerror(-code);
+  return "invalid error code " + std::to_string(code);
+}
+
 std::string mac_text(const std::uint8_t* mac) {
   char text[18];
   std::snprintf(text, sizeof text, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2], mac[3],
@@ -276,14 +283,13 @@ bool parse_dump_datagram(Bytes datagram, std::uint32_t sequence, std::vector<PfL
         }
         const int error = load<int>(payload);
         if (error == 0) break;  // an acknowledgement
-        throw NetlinkError("the kernel refused the link dump: " +
-                           std::string(std::strerror(-error)));
+        throw NetlinkError("the kernel refused the link dump: " + netlink_error_text(error));
       }
       case NLMSG_DONE:
         // Since Linux 4.x the DONE message carries the dump's error code.
         if (payload.size() >= sizeof(int) && load<int>(payload) < 0) {
           throw NetlinkError("the link dump ended with an error: " +
-                             std::string(std::strerror(-load<int>(payload))));
+                             netlink_error_text(load<int>(payload)));
         }
         done = true;
         break;

@@ -17,6 +17,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 
@@ -251,6 +252,16 @@ TEST(SriovNetlink, KernelErrorsAreReportedWithTheirReason) {
             "the kernel refused the link dump: Operation not permitted");
   EXPECT_EQ(parse_error(done_message(-EMSGSIZE)),
             "the link dump ended with an error: Message too long");
+}
+
+TEST(SriovNetlink, AnErrorCodeThatIsNoErrnoIsNamedAsANumber) {
+  // INT_MIN cannot be negated (found by fuzz_netlink); a positive code is no -errno either.
+  EXPECT_EQ(parse_error(error_message(std::numeric_limits<int>::min())),
+            "the kernel refused the link dump: invalid error code -2147483648");
+  EXPECT_EQ(parse_error(error_message(5)),
+            "the kernel refused the link dump: invalid error code 5");
+  EXPECT_EQ(parse_error(done_message(std::numeric_limits<int>::min())),
+            "the link dump ended with an error: invalid error code -2147483648");
 }
 
 TEST(SriovNetlink, TheRequestAsksForVfInfo) {
