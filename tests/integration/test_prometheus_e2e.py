@@ -161,7 +161,8 @@ class PrometheusEndToEnd(unittest.TestCase):
         self.assertEqual(missing, [], "dashboard queries without data")
 
     def test_1_no_alert_fires_on_a_healthy_fabric(self):
-        # Runs first (unittest sorts by name): later tests inject faults. Several evaluations past the shortened `for:` on a fabric with no fault.
+        # Runs first (unittest sorts by name): later tests inject faults. Several evaluations
+        # past the shortened `for:` on a fabric with no fault.
         time.sleep(6)
         firing = {k: v for k, v in self.prom.firing().items()}
         self.assertEqual(firing, {})
@@ -198,30 +199,50 @@ class PrometheusEndToEnd(unittest.TestCase):
         # The fabric runs on the standby afterwards; the alert resolves once the change has
         # left its (scaled) 15-minute window.
         # One master and one standby, whichever is which: the earlier link faults make the SMs
-        # re-sweep and their roles can swap. The master's process is the one killed.
-        # The SA lists the standby only once the master has found it in a heavy sweep, which
-        # the standby's trap should start but on a busy machine does not always: SIGHUP starts
-        # one (opensm(8)); a standby ignores it. As in test_sm.
-        sms = (self.fabric.sms[0], self.standby_sm)
-        next_hup = [time.monotonic() + 3]
-
+        # re-sweep and their roles can swap. Each SM is asked with `sminfo` (the SA lists a
+        # standby only after the master's next heavy sweep finds it, which takes a while on a
+        # busy machine, and a failover does not need it). The master's process is killed.
         def roles():
-            if time.monotonic() > next_hup[0]:
-                for sm in sms:
-                    if sm.alive():
-                        os.kill(sm.pid, signal.SIGHUP)
-                next_hup[0] = time.monotonic() + 3
-            found = {r["metric"]["state"]: int(r["metric"]["lid"]) for r in self.prom.query(
-                'max by (lid, state) (ibfabric_sm_subnet_sm_info)')}
-            return found if {"master", "standby"} <= set(found) else None
-        master_lid = self.prom.wait_for(roles, 90, "a master and a standby SM")["master"]
-        lids = {}
-        for proc, host in ((self.fabric.sms[0], SM_NODE), (self.standby_sm, STANDBY_SM_NODE)):
-            out = self.fabric.run_tool(["smpquery", "-D", "portinfo", "0", "1"], host=host).stdout
-            lids[int(re.search(r"^Lid:\.*(\d+)", out, re.M).group(1))] = proc
-        lids[master_lid].stop(signal.SIGKILL)
-        self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
+            found = {}
+            for proc, host in ((self.fabric.sms[0], SM_NODE), (self.standby_sm, STANDBY_SM_NODE)):
+                lid = re.search(r"^Lid:\.*(\d+)", self.fabric.run_tool(
+                    ["smpquery", "-D", "portinfo", "0", "1"], host=host, check=False).stdout,
+                    re.M)
+                state = lid and re.search(r"state (\d+)", self.fabric.run_tool(
+                    ["sminfo", lid.group(1)], host=NODES[0], check=False).stdout)
+                if state:
+                    found[int(state.group(1))] = proc
+            return found if {2, 3} <= set(found) else None  # standby, master
+
+        try:
+            master = self.prom.wait_for(roles, 60, "a master and a standby SM")[3]
+            master.stop(signal.SIGKILL)
+            self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
+        except AssertionError as e:
+            raise AssertionError("%s\n%s" % (e, self.sm_diagnostics())) from None
         self.wait_resolved("IbfabricSmFailover", timeout=60, job="ibfabric")
+
+    def sm_diagnostics(self):
+        parts = ["--- ibfabric_sm_subnet_sm_info / ibfabric_collector_success{collector=sm}:",
+                 repr([(r["metric"], r["value"][1]) for r in self.prom.query(
+                     'ibfabric_sm_subnet_sm_info or ibfabric_collector_success{collector="sm"}')])]
+        for proc, host, log in ((self.fabric.sms[0], SM_NODE, self.fabric.sms[0].log_path + ".osm"),
+                                (self.standby_sm, STANDBY_SM_NODE,
+                                 os.path.join(self.fabric.workdir, "standby.osm"))):
+            parts.append("--- %s on %s: %s" % (proc.name, host,
+                                               "alive" if proc.alive() else "dead"))
+            lid = re.search(r"^Lid:\.*(\d+)", self.fabric.run_tool(
+                ["smpquery", "-D", "portinfo", "0", "1"], host=host, check=False).stdout, re.M)
+            if lid:
+                parts.append(self.fabric.run_tool(["sminfo", lid.group(1)], host=NODES[0],
+                                                  check=False).stdout.strip())
+            if os.path.exists(log):
+                with open(log, errors="replace") as f:
+                    parts.append(f.read()[-2000:])
+        parts.append("--- saquery SMIR\n" + self.fabric.run_tool(
+            ["saquery", "SMIR"], host=NODES[0], check=False).stdout)
+        parts.append(self.fabric.diagnostics())
+        return "\n".join(parts)
 
     def test_5_paused_responder_fires_probe_loss_then_resolves(self):
         self.prom.wait_for(lambda: self.prom.query(
