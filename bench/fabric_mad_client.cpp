@@ -1,6 +1,6 @@
 // A minimal pipelined PMA client, the benchmark's yardstick for the daemon's MAD engine: it only
-// sends PerfMgt Get(PortCountersExtended) with up to --in-flight outstanding, one receiver
-// thread, straight on libibumad. No rate limit, no per-destination cap, no retries.
+// sends PerfMgt Get(PortCountersExtended) with up to --in-flight outstanding, from one thread,
+// straight on libibumad. No rate limit, no per-destination cap, no retries.
 //
 //   fabric_mad_client --targets FILE --count N [--in-flight 64] [--timeout-ms 1000]
 //
@@ -11,17 +11,13 @@
 
 #include <arpa/inet.h>
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -62,15 +58,6 @@ void encode(std::uint8_t* mad, std::uint32_t tid, int port) {
   mad[65] = static_cast<std::uint8_t>(port);
   put16(mad + 66, 0xffff);  // CounterSelect
 }
-
-struct Shared {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::unordered_map<std::uint32_t, Clock::time_point> outstanding;
-  long ok = 0;
-  long bad_status = 0;
-  std::atomic<bool> stop{false};
-};
 
 }  // namespace
 
@@ -120,71 +107,49 @@ int main(int argc, char** argv) {
     return 1;
   }
 
-  Shared sh;
-  std::thread receiver([&] {
-    std::vector<std::uint8_t> buf(umad_size() + kMadSize);
-    while (!sh.stop.load()) {
-      int len = kMadSize;
-      int rc = umad_recv(portid, buf.data(), &len, 100);
-      if (rc < 0) continue;
-      auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
-      std::uint32_t tid = get32(mad + 12);
-      std::uint16_t status = static_cast<std::uint16_t>((mad[4] << 8) | mad[5]);
-      std::lock_guard lock(sh.mu);
-      if (sh.outstanding.erase(tid)) {
-        if (umad_status(buf.data()) == 0 && status == 0) {
-          ++sh.ok;
-        } else {
-          ++sh.bad_status;
-        }
-        sh.cv.notify_one();
-      }
-    }
-  });
-
+  // One thread: fill the window, then each answer frees a slot for the next Get. No handoff
+  // between threads on the way from an answer to the next send.
+  std::unordered_map<std::uint32_t, Clock::time_point> outstanding;
   std::vector<std::uint8_t> umad(umad_size() + kMadSize);
+  std::vector<std::uint8_t> buf(umad_size() + kMadSize);
   long sent = 0;
+  long ok = 0;
+  long bad = 0;
   long lost = 0;
   std::uint32_t tid = 1;
   auto start = Clock::now();
   auto timeout = std::chrono::milliseconds(timeout_ms);
-  std::unique_lock lock(sh.mu);
-  while (true) {
-    // Anything unanswered past its timeout is lost; its slot is free again.
-    auto now = Clock::now();
-    for (auto it = sh.outstanding.begin(); it != sh.outstanding.end();) {
-      if (now - it->second > timeout) {
-        it = sh.outstanding.erase(it);
-        ++lost;
-      } else {
-        ++it;
-      }
-    }
-    if (sent >= count && sh.outstanding.empty()) break;
-    if (sent < count && static_cast<int>(sh.outstanding.size()) < in_flight) {
+  while (sent < count || !outstanding.empty()) {
+    while (sent < count && static_cast<int>(outstanding.size()) < in_flight) {
       const auto& [dlid, dport] = targets[static_cast<std::size_t>(sent) % targets.size()];
       std::uint32_t t = tid++;
       encode(static_cast<std::uint8_t*>(umad_get_mad(umad.data())), t, dport);
       umad_set_addr(umad.data(), dlid, 1, 0, kQp1Qkey);
-      sh.outstanding.emplace(t, Clock::now());
-      lock.unlock();
-      int rc = umad_send(portid, agent, umad.data(), kMadSize, timeout_ms, 0);
-      lock.lock();
-      if (rc < 0) {
-        sh.outstanding.erase(t);
+      if (umad_send(portid, agent, umad.data(), kMadSize, timeout_ms, 0) < 0) {
         ++lost;
+      } else {
+        outstanding.emplace(t, Clock::now());
       }
       ++sent;
+    }
+    int len = kMadSize;
+    if (umad_recv(portid, buf.data(), &len, 100) >= 0) {
+      auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
+      std::uint16_t status = static_cast<std::uint16_t>((mad[4] << 8) | mad[5]);
+      if (outstanding.erase(get32(mad + 12))) {
+        (umad_status(buf.data()) == 0 && status == 0 ? ok : bad)++;
+      }
       continue;
     }
-    sh.cv.wait_for(lock, std::chrono::milliseconds(50));
+    // Nothing arrived for 100 ms: what is past its timeout is lost, its slot free again.
+    auto now = Clock::now();
+    std::erase_if(outstanding, [&](const auto& entry) {
+      bool expired = now - entry.second > timeout;
+      lost += expired;
+      return expired;
+    });
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  long ok = sh.ok;
-  long bad = sh.bad_status;
-  lock.unlock();
-  sh.stop = true;
-  receiver.join();
   umad_unregister(portid, agent);
   umad_close_port(portid);
   std::printf("mads=%ld ok=%ld bad_status=%ld lost=%ld seconds=%.6f mads_per_second=%.1f\n", sent,

@@ -14,9 +14,9 @@ In one run, on one fabric, alternating every round, it times:
   ibqueryerrors  one process (its own discovery + a PortCounters Get per port);
   perfquery   `perfquery -x LID PORT`, one process per switch port, on a random sample of
               --perfquery-sample ports, extrapolated to every switch port;
-  client      bench/fabric_mad_client (built by CMake): PortCountersExtended Gets only, up to 64
-              in flight, one receiver thread; run twice, with as many MADs as the --once sweep
-              and as the steady sweep sent.
+  client      bench/fabric_mad_client (built by CMake): PortCountersExtended Gets only, from
+              one thread, with 8, 16 and 64 in flight, the best of the three counted; run with
+              as many MADs as the --once sweep and as the steady sweep sent.
 
 Then the daemon with the default engine config (rate limit 2000 MADs/s). Prints medians,
 MADs per second and ratios.
@@ -138,15 +138,23 @@ def run_steady(fabric, config):
         values["ibfabric_fabric_sweep_mads"])
 
 
+CLIENT_WINDOWS = (8, 16, 64)
+
+
 def run_client(fabric, client_bin, targets, count):
-    t, r = run_timed(fabric, [client_bin, "--targets", targets, "--count", str(count),
-                              "--in-flight", "64"])
-    m = re.search(r"ok=(\d+).*lost=(\d+) seconds=(\S+)", r.stdout)
-    if r.returncode != 0 or not m:
-        raise RuntimeError("client failed: %s %s" % (r.stdout, r.stderr[-1000:]))
-    if int(m.group(2)):
-        print("warning: client lost %s MADs" % m.group(2))
-    return float(m.group(3))
+    """The minimal client's best time for `count` Gets over the CLIENT_WINDOWS (MADs in
+    flight): the simulator answers fastest at no single window on every machine."""
+    best = None
+    for window in CLIENT_WINDOWS:
+        t, r = run_timed(fabric, [client_bin, "--targets", targets, "--count", str(count),
+                                  "--in-flight", str(window)])
+        m = re.search(r"ok=(\d+).*lost=(\d+) seconds=(\S+)", r.stdout)
+        if r.returncode != 0 or not m:
+            raise RuntimeError("client failed: %s %s" % (r.stdout, r.stderr[-1000:]))
+        if int(m.group(2)):
+            print("warning: client lost %s MADs" % m.group(2))
+        best = float(m.group(3)) if best is None else min(best, float(m.group(3)))
+    return best
 
 
 def run_timed(fabric, args):
