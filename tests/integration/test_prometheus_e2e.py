@@ -164,7 +164,14 @@ class PrometheusEndToEnd(unittest.TestCase):
         # Runs first (unittest sorts by name): later tests inject faults. Several evaluations
         # past the shortened `for:` on a fabric with no fault.
         time.sleep(6)
-        firing = {k: v for k, v in self.prom.firing().items()}
+        firing = self.prom.firing()
+        if os.environ.get("IBFABRIC_SANITIZED") == "1":
+            # The probes here run over loopback between two sanitized daemons on a 2-core
+            # machine that runs the soak test beside them: their RTT jitter measures the
+            # machine's scheduling, and `for:` shortened from 10m to 3s turns a few loaded
+            # seconds of it into an alert (seen in an ASan run). The alert's firing and quiet
+            # cases are promtool unit tests; the release run still checks it here.
+            firing.pop("IbfabricProbeJitterHigh", None)
         self.assertEqual(firing, {})
 
     def test_3_unlinked_port_fires_port_down_and_relink_resolves(self):
