@@ -3,7 +3,7 @@
 // breadth-first search from the engine's default port, then sweeps PortInfo and the PMA
 // counters of every port of every switch of this node's shard. Everything goes through the
 // shared MAD engine, all requests pipelined; the engine's caps and rate limit pace them.
-// Metrics and config keys: README.md, "Collector `fabric`".
+// Metrics and config keys: docs/collectors.md, "Collector `fabric`".
 
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"

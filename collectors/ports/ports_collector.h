@@ -2,7 +2,7 @@
 // The `ports` collector: for every local InfiniBand CA port, its PortInfo and PMA counters,
 // and the same for the port at the other end of its cable (found by a one-hop directed route),
 // with the peer's identity. Everything goes through the shared MAD engine.
-// Metrics are documented in README.md, "Collector `ports`".
+// Metrics are documented in docs/collectors.md, "Collector `ports`".
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"

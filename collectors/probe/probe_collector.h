@@ -8,7 +8,7 @@
 //   8  sequence number (4)  12  prober token (8)  20  responder hold time in ns (8)  28  padding
 // The responder copies the request, sets type 2, and writes how long the probe spent inside
 // it (receive to send, CLOCK_MONOTONIC) so that the prober can tell host delay from network
-// delay. Metrics and keys: README.md, "Collector `probe`".
+// delay. Metrics and keys: docs/collectors.md, "Collector `probe`".
 
 #include "collectors/collector.h"
 #include "collectors/probe/probe_stats.h"

@@ -3,7 +3,7 @@
 // what sysfs says (counts, PCI addresses, GUIDs, link policy, which net/RDMA device each VF
 // became) joined with what rtnetlink says (per-VF traffic counters, link state, trust, spoof
 // check). Every collection rebuilds everything from both sources: VFs that disappear leave no
-// series behind. Metrics are documented in README.md, "Collector `sriov`".
+// series behind. Metrics are documented in docs/collectors.md, "Collector `sriov`".
 
 #include "collectors/collector.h"
 

@@ -2,7 +2,7 @@
 // The `sysfs` collector: every local HCA and port under <sysfs_root>/class/infiniband — identity,
 // state, rate, and every counter in counters/ and hw_counters/. Reads are synchronous: sysfs
 // attributes are answered by the local driver and firmware, never by the fabric.
-// Metrics are documented in README.md, "Collector `sysfs`".
+// Metrics are documented in docs/collectors.md, "Collector `sysfs`".
 
 #include "collectors/collector.h"
 #include "collectors/sysfs/attribute_reader.h"

@@ -1,6 +1,6 @@
 """ibfabricd --once on every sysfs fixture tree: the output passes `promtool check metrics`
 (lint included), carries the values worked out by hand from the fixture files, and names
-exactly the metrics the README documents."""
+exactly the metrics docs/collectors.md documents."""
 
 import os
 import re
@@ -36,8 +36,8 @@ def promtool_check(text):
 
 
 def documented_metrics():
-    """The metric names in the first column of the README's sysfs tables."""
-    path = os.path.join(source_dir(), "README.md")
+    """The metric names in the first column of the sysfs tables in docs/collectors.md."""
+    path = os.path.join(source_dir(), "docs", "collectors.md")
     with open(path, encoding="utf-8") as f:
         return set(re.findall(r"^\|\s*`(ibfabric_sysfs_[a-z0-9_]+)`", f.read(), re.MULTILINE))
 
