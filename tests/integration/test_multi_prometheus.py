@@ -16,9 +16,9 @@ From VictoriaMetrics alone:
   it), so queries count no series twice;
 - every query of every shipped dashboard returns data;
 - every shipped rule evaluates without error (as shipped, in VictoriaMetrics), vmalert loads and
-  evaluates all of them, none fires on the healthy fabric, and symbol errors set on one switch
-  port of each fabric shard fire IbfabricSwitchPortErrors for exactly those ports, in vmalert
-  and at the Alertmanager.
+  evaluates all of them, none fires on the healthy fabric (but IbfabricProbeJitterHigh, see
+  LOAD_NOISE), and symbol errors set on one switch port of each fabric shard fire
+  IbfabricSwitchPortErrors for exactly those ports, in vmalert and at the Alertmanager.
 
 The rules run on the test's time scale as in test_prometheus_e2e.py (every `for:` 3s, windows
 divided by 60). A deployment test: it skips itself when IBFABRIC_SANITIZED=1 (the sanitized
@@ -53,6 +53,12 @@ SHARDS = 2
 TOPOLOGY = fattree(leaves=4, spines=2, hcas_per_leaf=2)
 SM_NODE = "node-001 mlx5_0"
 RATE_INTERVAL = "4s"  # Grafana's $__rate_interval at a 1s scrape interval
+# Left out of "fires nothing on a healthy fabric": the probes run over loopback between daemons
+# on a machine that runs other tests beside this one, so their jitter measures its scheduling,
+# and `for:` shortened from 10m to 3s turns a few loaded seconds into an alert (seen here: 0.7-1.5
+# ms at a load average of 13 on 2 cores). The rule still has to evaluate without error; its
+# firing and quiet cases are promtool unit tests (tests/e2e/test_alert_rules.py).
+LOAD_NOISE = {"IbfabricProbeJitterHigh"}
 
 
 def hashmod(address, modulus):
@@ -195,6 +201,12 @@ class MultiPrometheusTest(unittest.TestCase):
         cls.fabric.close()
         cls.tmp.cleanup()
 
+    def alert_states(self):
+        """Every alert vmalert holds (pending or firing), for failure messages."""
+        return "\n".join("%s %s value=%s since %s" % (a["state"], a["labels"], a.get("value"),
+                                                      a.get("activeAt"))
+                         for a in self.vmalert.api("alerts")["alerts"] or [])
+
     def test_0_shard_configs_differ_only_in_the_marked_lines(self):
         with open(SHARD_CONFIGS[0]) as f, open(SHARD_CONFIGS[1]) as g:
             a, b = f.read().splitlines(), g.read().splitlines()
@@ -230,14 +242,15 @@ class MultiPrometheusTest(unittest.TestCase):
         fabric_daemon = {fs: i for i, (fs, _) in self.instances.items() if fs is not None}
         for metric in ("ibfabric_fabric_port_symbol_errors_total", "ibfabric_fabric_port_state"):
             with self.subTest(metric=metric):
-                def complete():
-                    r = self.vm.query(metric)
-                    return r if len({(x["metric"]["node_guid"], x["metric"]["port"])
-                                     for x in r}) == len(expected) else None
-                result = self.vm.wait_for(complete, 30, "every switch port of " + metric)
-                pairs = [(x["metric"]["node_guid"], x["metric"]["port"]) for x in result]
-                self.assertEqual(len(pairs), len(set(pairs)), "a switch port reported twice")
+                deadline = time.monotonic() + 30  # until every port's first sample is in
+                while True:
+                    result = self.vm.query(metric)
+                    pairs = [(x["metric"]["node_guid"], x["metric"]["port"]) for x in result]
+                    if set(pairs) == expected or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.5)
                 self.assertEqual(set(pairs), expected)
+                self.assertEqual(len(pairs), len(set(pairs)), "a switch port reported twice")
                 for x in result:
                     m = x["metric"]
                     instance = fabric_daemon[fnv1a_guid(int(m["node_guid"], 16)) % SHARDS]
@@ -285,8 +298,13 @@ class MultiPrometheusTest(unittest.TestCase):
                 self.assertEqual(r["lastError"], "")
                 self.assertEqual(r["health"], "ok")
                 self.assertFalse(r["lastEvaluation"].startswith("0001-"), r)
-        self.assertEqual(self.vmalert.firing(), {})
-        self.assertEqual(self.alertmanager.received(), [])
+        firing = self.vmalert.firing()
+        for name in LOAD_NOISE:
+            firing.pop(name, None)
+        self.assertEqual(firing, {}, self.alert_states())
+        self.assertEqual([a for a in self.alertmanager.received()
+                          if a["labels"].get("alertname") not in LOAD_NOISE], [],
+                         self.alert_states())
 
     def test_6_switch_port_errors_fire_from_both_fabric_shards(self):
         # One switch port in each fabric shard, so the alert comes through both sweeping daemons
@@ -305,7 +323,8 @@ class MultiPrometheusTest(unittest.TestCase):
                    self.vmalert.firing().get("IbfabricSwitchPortErrors", [])}
             return got if got == want else None
         self.vmalert.wait_for(fired, 40, "IbfabricSwitchPortErrors on %s" % sorted(want))
-        self.assertEqual({a for a in self.vmalert.firing()}, {"IbfabricSwitchPortErrors"})
+        self.assertEqual(set(self.vmalert.firing()) - LOAD_NOISE, {"IbfabricSwitchPortErrors"},
+                         self.alert_states())
 
         def notified():
             got = {(a["labels"].get("node_guid"), a["labels"].get("port"))
