@@ -13,6 +13,7 @@ import time
 import unittest
 
 from ibfabric_testlib import find_sample, find_samples, parse_exposition, run_once
+from fabric_topology import fnv1a_guid, parse_ibnetdiscover
 from gen_fattree import fattree
 from pma_counters import DATA_COUNTERS as ALL_DATA_COUNTERS, ERROR_COUNTERS
 from simfabric import SHIM, SimFabric
@@ -37,14 +38,6 @@ PERF_SETS = [
 ]
 
 
-def fnv1a_guid(guid):
-    """FNV-1a 64 over the GUID's big-endian octets: the documented shard hash."""
-    h = 0xcbf29ce484222325
-    for b in guid.to_bytes(8, "big"):
-        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-    return h
-
-
 class Index:
     """Samples by name and exact label set: the fabric has tens of thousands of series."""
 
@@ -53,27 +46,6 @@ class Index:
 
     def get(self, name, **labels):
         return self.values.get((name, tuple(sorted(labels.items()))))
-
-
-def parse_ibnetdiscover(text):
-    """{switch guid: {"name", "lid", "ports", "links": {port: (remote guid, remote port)}}}."""
-    switches = {}
-    current = None
-    for line in text.splitlines():
-        m = re.match(r'Switch\s+(\d+)\s+"S-([0-9a-f]+)"\s+#\s+"([^"]*)".*\blid (\d+)', line)
-        if m:
-            current = {"ports": int(m.group(1)), "name": m.group(3), "lid": int(m.group(4)),
-                       "links": {}}
-            switches["0x%016x" % int(m.group(2), 16)] = current
-            continue
-        if not line.strip():
-            current = None
-            continue
-        m = re.match(r'\[(\d+)\]\s+"[SH]-([0-9a-f]+)"\[(\d+)\]', line)
-        if m and current is not None:
-            current["links"][int(m.group(1))] = ("0x%016x" % int(m.group(2), 16),
-                                                 int(m.group(3)))
-    return switches
 
 
 def parse_perfquery_loop(text):
