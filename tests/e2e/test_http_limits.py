@@ -25,7 +25,7 @@ import unittest
 import urllib.request
 
 from ibfabric_testlib import Daemon, find_sample, parse_exposition
-from slow_clients import SlowClients
+from slowloris import SlowClients
 
 BOUND = 30  # seconds a test waits for something before failing
 

@@ -26,7 +26,7 @@ import time
 import unittest
 
 from ibfabric_testlib import Daemon, find_sample, find_samples, parse_exposition, source_dir
-from slow_clients import SlowClients
+from slowloris import SlowClients
 
 SCRAPES = 12
 SCRAPE_TIMEOUT = 10  # Prometheus's default scrape_timeout
