@@ -10,9 +10,12 @@ Rounds alternate over four cells: {ibfabricd, node_exporter} x {quiet, 200 slow 
 line, then one header byte per second, never a whole request, reconnecting when closed) press
 on the process being scraped; the scraper, from 127.0.0.1, makes SCRAPES scrapes at RATE per
 second, each on a new connection with a 10 s timeout (Prometheus's default scrape_timeout).
-Printed per cell: p50 and p99 scrape latency over all rounds, failed scrapes, and what the slow
-clients saw (connections made, connections the server closed); then the ratios slow / quiet
-for each process and node_exporter / ibfabricd for each condition.
+Printed per cell: p50 and p99 scrape latency over all rounds, failed scrapes, resident memory,
+the server's CPU (% of one core while the cell's scrapes ran), and what the slow clients saw
+(connections made, connections the server closed); then the ratios slow / quiet for each
+process and node_exporter / ibfabricd for each condition. The slow clients run in this
+process and take CPU of their own (more when a server closes their connections and they
+reconnect), on the same cores as the servers.
 
 Usage: bench/slow_clients.py [--rounds 3] [--scrapes 100] [--rate 10] [--slow 200]
                              [--ibfabricd PATH]
@@ -30,7 +33,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 from make_sysfs_tree import make_tree  # noqa: E402
-from sysfs_scrape import free_port, rss_mib, wait_up  # noqa: E402
+from sysfs_scrape import cpu_seconds, free_port, rss_mib, wait_up  # noqa: E402
 from slowloris import SlowClients  # noqa: E402
 
 
@@ -104,6 +107,7 @@ def main():
     failures = {cell: 0 for cell in cells}
     slow_seen = {name: [0, 0] for name in procs}  # connections made, closed by the server
     rss = {cell: 0.0 for cell in cells}
+    cpu = {cell: [0.0, 0.0] for cell in cells}  # CPU seconds of the server, wall seconds
     try:
         for name in procs:
             wait_up("http://127.0.0.1:%d/metrics" % ports[name], procs[name])
@@ -117,7 +121,10 @@ def main():
                     pool.start()
                     time.sleep(2)  # every slow client connected and sending
                 try:
+                    cpu0, wall0 = cpu_seconds(procs[name].pid), time.monotonic()
                     lat, fail = scrape_round(ports[name], a.scrapes, a.rate)
+                    cpu[(name, cond)][0] += cpu_seconds(procs[name].pid) - cpu0
+                    cpu[(name, cond)][1] += time.monotonic() - wall0
                     rss[(name, cond)] = max(rss[(name, cond)], rss_mib(procs[name].pid))
                 finally:
                     if pool:
@@ -136,15 +143,17 @@ def main():
     print("%d rounds x %d scrapes at %.0f/s per cell, alternating; %d slow clients from "
           "127.0.0.2, scraper from 127.0.0.1 (new connection per scrape, 10 s timeout)" %
           (a.rounds, a.scrapes, a.rate, a.slow))
-    print("%-14s %-6s %9s %9s %7s %8s" % ("", "", "p50 ms", "p99 ms", "failed", "RSS MiB"))
+    print("%-14s %-6s %9s %9s %7s %8s %10s" % ("", "", "p50 ms", "p99 ms", "failed", "RSS MiB",
+                                              "CPU %"))
     stat = {}
     for cell in cells:
         lat = latencies[cell]
         p50 = percentile(lat, 50) * 1e3 if lat else float("nan")
         p99 = percentile(lat, 99) * 1e3 if lat else float("nan")
         stat[cell] = (p50, p99)
-        print("%-14s %-6s %9.2f %9.2f %7d %8.1f" % (cell[0], cell[1], p50, p99, failures[cell],
-                                                    rss[cell]))
+        print("%-14s %-6s %9.2f %9.2f %7d %8.1f %10.1f" % (
+            cell[0], cell[1], p50, p99, failures[cell], rss[cell],
+            100 * cpu[cell][0] / cpu[cell][1]))
     for name in procs:
         print("%s: slow / quiet p50 %.2fx, p99 %.2fx; slow clients made %d connections, the "
               "server closed %d" % (name, stat[(name, "slow")][0] / stat[(name, "quiet")][0],

@@ -4,6 +4,7 @@ deadlines set short in the test's config so that each acts quickly:
 - at the per-client cap a new connection from that address closes that address's oldest waiting
   connection, and no other;
 - at the total cap a new connection closes the oldest waiting one, here an idle keep-alive;
+- a reload (SIGHUP) applies changed limits to new connections;
 - a request whose headers trickle in (a byte every 0.2 s, so no inactivity timeout would fire)
   is closed at the header deadline; an idle keep-alive is closed at the idle deadline;
 - TLS handshakes that never start, or whose ClientHello trickles in, are closed at the handshake
@@ -16,6 +17,7 @@ server does not close fails the test after a generous bound.
 import os
 import select
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
@@ -140,6 +142,25 @@ class HttpLimitsTest(unittest.TestCase):
                 self.assertEqual(find_sample(samples, "ibfabric_http_connections_open").value, 8)
             finally:
                 for s in held + [keep_alive]:
+                    s.close()
+
+    def test_a_reload_applies_new_limits(self):
+        config = config_file(self.dir, "reload.yaml", {"max_connections_per_client": 4,
+                                                       "header_timeout": "1m"})
+        with Daemon(["--config", config]) as d:
+            config_file(self.dir, "reload.yaml", {"max_connections_per_client": 2,
+                                                  "header_timeout": "1m"})
+            d.signal(signal.SIGHUP)
+            deadline = time.monotonic() + BOUND
+            while 'msg="config reloaded"' not in d.log() and time.monotonic() < deadline:
+                time.sleep(0.1)
+            self.assertIn('msg="config reloaded"', d.log())
+            held = [connect(d.port, "127.0.0.3") for _ in range(3)]
+            try:
+                self.assertTrue(wait_closed(held[0]), "the cap of 2 per client did not apply")
+                self.assertFalse(is_closed(held[1]) or is_closed(held[2]))
+            finally:
+                for s in held:
                     s.close()
 
     def test_header_and_idle_deadlines(self):
