@@ -15,7 +15,7 @@ the server's CPU (% of one core while the cell's scrapes ran), and what the slow
 (connections made, connections the server closed); then the ratios slow / quiet for each
 process and node_exporter / ibfabricd for each condition. The slow clients run in this
 process and take CPU of their own (more when a server closes their connections and they
-reconnect), on the same cores as the servers.
+reconnect), in a process of their own on the same cores as the servers.
 
 Usage: bench/slow_clients.py [--rounds 3] [--scrapes 100] [--rate 10] [--slow 200]
                              [--ibfabricd PATH]
@@ -23,6 +23,7 @@ Usage: bench/slow_clients.py [--rounds 3] [--scrapes 100] [--rate 10] [--slow 20
 
 import argparse
 import http.client
+import multiprocessing
 import os
 import subprocess
 import sys
@@ -35,6 +36,33 @@ sys.path.insert(0, os.path.join(HERE, "..", "tests", "lib"))
 from make_sysfs_tree import make_tree  # noqa: E402
 from sysfs_scrape import cpu_seconds, free_port, rss_mib, wait_up  # noqa: E402
 from slowloris import SlowClients  # noqa: E402
+
+
+def slow_pool(port, count, started, stop, result):
+    """The slow clients, in a process of their own: in the scraper's process they would take
+    the GIL from it, and more so against a server that closes their connections."""
+    pool = SlowClients(port, count, ["127.0.0.2"], "headers", period=1.0).start()
+    started.set()
+    stop.wait()
+    pool.stop()
+    result.put((pool.connects, pool.closed_by_server))
+
+
+class SlowPool:
+    def __init__(self, port, count):
+        self.started, self.stop_event = multiprocessing.Event(), multiprocessing.Event()
+        self.result = multiprocessing.Queue()
+        self.process = multiprocessing.Process(
+            target=slow_pool, args=(port, count, self.started, self.stop_event, self.result))
+        self.process.start()
+        self.started.wait(60)
+
+    def stop(self):
+        """Returns (connections made, connections the server closed)."""
+        self.stop_event.set()
+        counts = self.result.get(timeout=60)
+        self.process.join(timeout=30)
+        return counts
 
 
 def percentile(values, p):
@@ -117,8 +145,7 @@ def main():
             for name, cond in order:
                 pool = None
                 if cond == "slow":
-                    pool = SlowClients(ports[name], a.slow, ["127.0.0.2"], "headers", period=1.0)
-                    pool.start()
+                    pool = SlowPool(ports[name], a.slow)
                     time.sleep(2)  # every slow client connected and sending
                 try:
                     cpu0, wall0 = cpu_seconds(procs[name].pid), time.monotonic()
@@ -128,9 +155,9 @@ def main():
                     rss[(name, cond)] = max(rss[(name, cond)], rss_mib(procs[name].pid))
                 finally:
                     if pool:
-                        pool.stop()
-                        slow_seen[name][0] += pool.connects
-                        slow_seen[name][1] += pool.closed_by_server
+                        connects, closed = pool.stop()
+                        slow_seen[name][0] += connects
+                        slow_seen[name][1] += closed
                         time.sleep(1)  # let the server see the closes
                 latencies[(name, cond)] += lat
                 failures[(name, cond)] += fail
