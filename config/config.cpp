@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace ibfabric {
@@ -48,6 +49,24 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
       web->fail("listen_address", error);
     }
     config.web_config_file = web->get_string("config_file", config.web_config_file);
+    WebLimits& limits = config.web_limits;
+    limits.max_connections = static_cast<std::size_t>(web->get_int(
+        "max_connections", static_cast<std::int64_t>(limits.max_connections), 1, 65536));
+    // Unset, it follows a lowered max_connections instead of making that an error.
+    limits.max_connections_per_client =
+        std::min(limits.max_connections_per_client, limits.max_connections);
+    limits.max_connections_per_client = static_cast<std::size_t>(
+        web->get_int("max_connections_per_client",
+                     static_cast<std::int64_t>(limits.max_connections_per_client), 1, 65536));
+    if (limits.max_connections_per_client > limits.max_connections) {
+      web->fail("max_connections_per_client", "must be at most web.max_connections (" +
+                                                  std::to_string(limits.max_connections) + ")");
+    }
+    const auto min_timeout = std::chrono::milliseconds(10);
+    limits.header_timeout = web->get_duration("header_timeout", limits.header_timeout, min_timeout);
+    limits.tls_handshake_timeout =
+        web->get_duration("tls_handshake_timeout", limits.tls_handshake_timeout, min_timeout);
+    limits.idle_timeout = web->get_duration("idle_timeout", limits.idle_timeout, min_timeout);
     web->finish();
   }
   config.mad = top.get_section("mad");

@@ -5,6 +5,7 @@
 #include "config/config_section.h"
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -22,11 +23,23 @@ struct CollectorConfig {
   ConfigSection section;
 };
 
+// What the endpoint allows each client, so that slow or idle clients cannot starve scrapes
+// (docs/security.md). Keys under `web:`.
+struct WebLimits {
+  std::size_t max_connections = 64;
+  std::size_t max_connections_per_client = 16;                        // per client IP address
+  std::chrono::nanoseconds header_timeout = std::chrono::seconds(5);  // a request's headers
+  std::chrono::nanoseconds tls_handshake_timeout = std::chrono::seconds(5);
+  std::chrono::nanoseconds idle_timeout = std::chrono::minutes(2);  // keep-alive between requests
+  bool operator==(const WebLimits&) const = default;
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, or "<built-in defaults>"
   std::string log_level = "info";
   std::string listen_address = kDefaultListenAddress;
   std::string web_config_file;  // TLS and basic auth; "" = plain HTTP, no auth
+  WebLimits web_limits;
   std::string sysfs_root = "/sys";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;
