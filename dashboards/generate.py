@@ -512,7 +512,112 @@ def sriov():
                      variables(instance_multi=False, extra=extra))
 
 
+def rdma_nics():
+    """RoCE and EFA ports (and every other local RDMA port) from the sysfs collector."""
+    lay = Layout()
+    dsel = SEL + ',device=~"$device"'
+    by = "sum by (instance, device, port)"
+
+    def rate_of(metric):
+        return "%s (rate(%s{%s}[%s]))" % (by, metric, dsel, RI)
+
+    legend = "{{instance}} {{device}}/{{port}}"
+    lay.row("Traffic (every local RDMA port: InfiniBand, RoCE, EFA)")
+    lay.add(table("Ports", "Link layer (InfiniBand, Ethernet for RoCE, Unknown for EFA), state, "
+                  "width and speed of every local port (ibfabric_sysfs_port_info).", "none",
+                  target("ibfabric_sysfs_port_info{%s}" % dsel, instant=True, fmt="table")),
+            24, 6)
+    lay.add(timeseries("Throughput against the effective rate",
+                       "Bytes per second sent and received per port, and the port's data rate "
+                       "after line encoding (ibfabric_sysfs_port_effective_rate_bytes_per_second)"
+                       ". EFA's counts come from its hw_counters, in bytes.", "Bps",
+                       target(rate_of("ibfabric_sysfs_port_transmit_bytes_total"),
+                              "tx " + legend),
+                       target(rate_of("ibfabric_sysfs_port_receive_bytes_total"),
+                              "rx " + legend, ref="B"),
+                       target("ibfabric_sysfs_port_effective_rate_bytes_per_second{%s}" % dsel,
+                              "rate " + legend, ref="C")), 24, 8)
+    lay.row("RoCE congestion (mlx5)")
+    lay.add(timeseries("ECN-marked packets received per second",
+                       "RoCE packets that arrived with an ECN Congestion Experienced mark "
+                       "(np_ecn_marked_roce_packets): a switch queue towards this port was "
+                       "filling.", "pps",
+                       target(rate_of("ibfabric_sysfs_port_roce_ecn_marked_packets_total"),
+                              legend)), 8, 8)
+    lay.add(timeseries("CNPs sent and handled per second",
+                       "Congestion Notification Packets this port sent in answer to ECN marks "
+                       "(np_cnp_sent), and CNPs it received and slowed down for (rp_cnp_handled)"
+                       ".", "pps",
+                       target(rate_of("ibfabric_sysfs_port_roce_cnp_sent_total"),
+                              "sent " + legend),
+                       target(rate_of("ibfabric_sysfs_port_roce_cnp_handled_total"),
+                              "handled " + legend, ref="B")), 8, 8)
+    lay.add(timeseries("Probe jitter from these nodes",
+                       "RFC 3550 jitter of the probes these nodes send (probe collector): "
+                       "congestion on RoCE paths shows here as it does in ECN and CNP rates.",
+                       "s",
+                       target("ibfabric_probe_jitter_seconds{%s}" % SEL,
+                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
+    lay.row("Loss and retransmission (mlx5 transport)")
+    lay.add(timeseries("Sequence errors per second",
+                       "Out-of-sequence packets received, NAK sequence errors and implied NAKs: "
+                       "packets lost on the way (not congestion, which marks instead of "
+                       "dropping).", "cps",
+                       target(rate_of("ibfabric_sysfs_port_out_of_sequence_packets_total"),
+                              "out of sequence " + legend),
+                       target(rate_of("ibfabric_sysfs_port_packet_sequence_errors_total"),
+                              "NAK seq " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_implied_nak_sequence_errors_total"),
+                              "implied NAK " + legend, ref="C")), 12, 8)
+    lay.add(timeseries("Timeouts and retransmissions per second",
+                       "Local ACK timeouts (requests unanswered), duplicate requests received "
+                       "(the peer resent), adaptive retransmissions and their timeouts.", "cps",
+                       target(rate_of("ibfabric_sysfs_port_local_ack_timeouts_total"),
+                              "ACK timeout " + legend),
+                       target(rate_of("ibfabric_sysfs_port_duplicate_requests_total"),
+                              "duplicate " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_roce_adaptive_retransmissions_total"),
+                              "adaptive retrans " + legend, ref="C"),
+                       target(rate_of(
+                           "ibfabric_sysfs_port_roce_adaptive_retransmission_timeouts_total"),
+                              "adaptive retrans timeout " + legend, ref="D")), 12, 8)
+    lay.row("AWS EFA")
+    lay.add(timeseries("EFA retransmitted packets per second",
+                       "Packets the SRD transport sent again (retrans_pkts) and its "
+                       "retransmission timeouts (retrans_timeout_events).", "pps",
+                       target(rate_of("ibfabric_sysfs_port_efa_retransmitted_packets_total"),
+                              "retransmitted " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_retransmit_timeouts_total"),
+                              "timeouts " + legend, ref="B")), 8, 8)
+    lay.add(timeseries("EFA impaired and unresponsive remotes per second",
+                       "Connections to remote peers found impaired, and peers that stopped "
+                       "answering; receive drops.", "cps",
+                       target(rate_of(
+                           "ibfabric_sysfs_port_efa_impaired_remote_connection_events_total"),
+                              "impaired " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_unresponsive_remote_events_total"),
+                              "unresponsive " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_efa_receive_drops_total"),
+                              "rx drops " + legend, ref="C")), 8, 8)
+    lay.add(timeseries("EFA RDMA read and write bytes per second",
+                       "Bytes moved by RDMA read and write work requests (rdma_read_bytes, "
+                       "rdma_write_bytes).", "Bps",
+                       target(rate_of("ibfabric_sysfs_port_efa_rdma_read_bytes_total"),
+                              "read " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_rdma_write_bytes_total"),
+                              "write " + legend, ref="B")), 8, 8)
+    extra = [("device", "Device",
+              'label_values(ibfabric_sysfs_port_info{job=~"$job",instance=~"$instance"}, '
+              'device)')]
+    return dashboard("ibfabric-rdma-nics", "ibfabric / RoCE and EFA ports",
+                     "Local RDMA ports of the selected nodes as the kernel reports them (sysfs "
+                     "collector): traffic against the effective rate, RoCE congestion (ECN, "
+                     "CNPs) beside probe jitter, loss and retransmissions, EFA retransmissions "
+                     "and impaired remotes.", lay, variables(extra=extra))
+
+
 DASHBOARDS = {
+    "ibfabric-rdma-nics.json": rdma_nics,
     "ibfabric-fabric-overview.json": fabric_overview,
     "ibfabric-node.json": node_detail,
     "ibfabric-probes.json": probes,

@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,12 +20,17 @@ namespace ibfabric::sysfs {
 
 // name "sysfs", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   devices: [mlx5_0, ...]   only these devices (default: all)
+//   devices_include: REGEX   only devices whose whole name matches (ECMAScript)
+//   devices_exclude: REGEX   not the devices whose whole name matches
+// A device is read when it passes all three (exclude wins over include and devices).
 CollectorSpec spec();
 
 class SysfsCollector final : public Collector {
  public:
-  // `devices` empty means every device.
-  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices);
+  // `devices` empty means every device; an absent regex selects everything.
+  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices,
+                 std::optional<std::regex> include = std::nullopt,
+                 std::optional<std::regex> exclude = std::nullopt);
 
   // Reads everything now and calls `done` before returning.
   void collect(Done done) override;
@@ -32,8 +39,12 @@ class SysfsCollector final : public Collector {
   friend class CollectionPass;
   using ErrorKey = std::pair<std::string, std::string>;  // device, port ("" for device files)
 
+  bool selects(const std::string& device) const;
+
   std::string class_dir_;
   std::set<std::string> only_devices_;
+  std::optional<std::regex> include_;
+  std::optional<std::regex> exclude_;
   // Failed reads per device/port since start: exported as a counter.
   std::map<ErrorKey, std::uint64_t> read_errors_;
   // Files that are bad right now: each is logged when it turns bad, and again when it recovers,
