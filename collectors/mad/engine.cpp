@@ -566,11 +566,37 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void close_port(OpenPort& port) {
     if (!port.receiver) return;
     port.receiver->stop = true;
-    if (port.receiver->thread.joinable()) port.receiver->thread.join();
+    if (port.receiver->thread.joinable()) {
+      wake_receiver(port);
+      port.receiver->thread.join();
+    }
     umad_close_port(port.receiver->portid);
     port.receiver.reset();
     port.agents.clear();
     port.service_agents.clear();
+  }
+
+  // The receiver leaves umad_recv() when its slice ends (kRecvSliceMs) or a MAD arrives; neither
+  // closing nor unregistering wakes it. So ask the local node for its NodeInfo (directed route,
+  // zero hops: no switch involved) and let the answer wake it: closing a port (every `--once`
+  // run, every shutdown) then waits a round trip instead of up to a whole slice. Best effort:
+  // on a broken port the send fails and the slice ends the wait as before.
+  void wake_receiver(OpenPort& port) {
+    int agent = agent_for(port, IB_SMI_DIRECT_CLASS, 0);
+    if (agent < 0) return;
+    std::vector<std::uint8_t> buf(umad_size() + IB_MAD_SIZE, 0);
+    ib_rpc_t rpc{};
+    rpc.mgtclass = IB_SMI_DIRECT_CLASS;
+    rpc.method = IB_MAD_METHOD_GET;
+    rpc.attr.id = IB_ATTR_NODE_INFO;
+    rpc.trid = next_tid_++;
+    rpc.dataoffs = IB_SMP_DATA_OFFS;
+    ib_dr_path_t dr{};
+    dr.drslid = kPermissiveLid;
+    dr.drdlid = kPermissiveLid;
+    if (!mad_encode(umad_get_mad(buf.data()), &rpc, &dr, nullptr)) return;
+    umad_set_addr(buf.data(), kPermissiveLid, 0, 0, 0);
+    umad_send(port.receiver->portid, agent, buf.data(), IB_MAD_SIZE, kRecvSliceMs, 0);
   }
 
   int agent_for(OpenPort& port, std::uint8_t mgmt_class, std::uint32_t oui) {
