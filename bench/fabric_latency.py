@@ -66,9 +66,13 @@ class Runner:
 
 
 def lateness(stderr):
+    """(mean, max) microseconds the model handed answers out after their due time, and how many
+    answers it handed out."""
     m = re.search(r"switch_latency: answers=(\d+) held=(\d+) late_mean_us=(\S+) "
                   r"late_max_us=(\S+)", stderr)
-    return (float(m.group(3)), float(m.group(4))) if m else (float("nan"), float("nan"))
+    if not m:
+        return float("nan"), float("nan"), 0
+    return float(m.group(3)), float(m.group(4)), int(m.group(1))
 
 
 def check_model(runner, client, lids, us, workdir, count=200):
@@ -176,6 +180,10 @@ def main():
                 ("steady", "mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
                  "  ports: {enabled: false}\n"
                  "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n"),
+                ("steady-caps", "mad: {rate_limit: 0, max_in_flight: 256, "
+                 "max_in_flight_per_destination: 16}\ncollectors:\n  sysfs: {enabled: false}\n"
+                 "  ports: {enabled: false}\n"
+                 "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n"),
                 ("steady-default", "collectors:\n  sysfs: {enabled: false}\n"
                  "  ports: {enabled: false}\n"
                  "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")):
@@ -190,17 +198,19 @@ def main():
         sent = {
             "once": counter.measure(lambda: run_once(runner, daemon, configs["once"], 0)),
             "ibqueryerrors": counter.measure(lambda: runner.run(["ibqueryerrors"], 0)),
+            "ibnetdiscover": counter.measure(lambda: runner.run(["ibnetdiscover"], 0)),
             "perfquery": counter.measure(lambda: runner.run(
                 ["perfquery", "-x", str(ports[0][0]), str(ports[0][1])], 0)),
         }
-        print("MADs per run: ibfabricd --once %d, ibqueryerrors %d, one perfquery -x %d"
-              % (sent["once"], sent["ibqueryerrors"], sent["perfquery"]))
+        print("MADs per run: ibfabricd --once %d, ibqueryerrors %d, ibnetdiscover %d, one "
+              "perfquery -x %d" % (sent["once"], sent["ibqueryerrors"], sent["ibnetdiscover"],
+                                   sent["perfquery"]))
 
         print("\nthe model, %d PortCountersExtended Gets by fabric_mad_client:" % 200)
         for us in latencies:
             if not us:
                 continue
-            for name, seconds, expect, (late_mean, late_max) in check_model(
+            for name, seconds, expect, (late_mean, late_max, _) in check_model(
                     runner, client, [lid for lid, _ in sw], us, f.workdir):
                 print("  S=%4.0f us  %-24s %.3f s (%.0f us per MAD)%s; answers late by %.0f us "
                       "on average, %.0f us at most" % (
@@ -208,8 +218,9 @@ def main():
                           "" if expect is None else ", model %.3f s" % expect, late_mean,
                           late_max))
 
-        res = {us: {k: [] for k in ("iqe", "pq", "once_wall", "once_coll", "once_disc",
-                                    "steady", "iqe_late", "once_late")} for us in latencies}
+        res = {us: {k: [] for k in ("iqe", "iqe_net", "pq", "once_wall", "once_coll",
+                                    "once_disc", "steady", "steady_caps", "iqe_late",
+                                    "once_late")} for us in latencies}
         steady_mads = None
         for rnd in range(a.rounds):
             for us in latencies:
@@ -218,7 +229,11 @@ def main():
                 if "ports checked" not in out.stdout:
                     raise RuntimeError("ibqueryerrors failed: " + out.stderr[-1000:])
                 r["iqe"].append(t)
-                r["iqe_late"].append(lateness(out.stderr)[0])
+                late_mean, _, answers = lateness(out.stderr)
+                r["iqe_late"].append(late_mean)
+                # ibqueryerrors waits for every answer in turn, so the model's lateness (its own
+                # wake-up delay on a loaded machine) adds to its time answer by answer.
+                r["iqe_net"].append(t - answers * late_mean / 1e6)
                 sample = rng.sample(ports, min(a.perfquery_sample, len(ports)))
                 start = time.monotonic()
                 for lid, port in sample:
@@ -233,9 +248,12 @@ def main():
                 r["once_disc"].append(disc)
                 st, steady_mads = run_steady(runner, configs["steady"], us)
                 r["steady"].append(st)
-                print("round %d, S=%g us: ibqueryerrors %.3fs, perfquery loop %.1fs, --once %.3fs "
-                      "(collector %.3fs, discovery %.3fs), steady sweep %.3fs" % (
-                          rnd + 1, us, r["iqe"][-1], r["pq"][-1], wall, coll, disc, st))
+                r["steady_caps"].append(run_steady(runner, configs["steady-caps"], us)[0])
+                print("round %d, S=%g us: ibqueryerrors %.3fs (%.3fs without the model's "
+                      "lateness), perfquery loop %.1fs, --once %.3fs (collector %.3fs, discovery "
+                      "%.3fs), steady sweep %.3fs (caps x4: %.3fs)" % (
+                          rnd + 1, us, r["iqe"][-1], r["iqe_net"][-1], r["pq"][-1], wall, coll,
+                          disc, st, r["steady_caps"][-1]))
 
         default_rate = {}
         if not a.no_default_rate:
@@ -244,21 +262,24 @@ def main():
 
     print("\nmedians over %d rounds; %d switch ports; steady sweep %d MADs:" % (
         a.rounds, len(ports), steady_mads))
-    print("| S per MAD | ibqueryerrors | perfquery loop | --once process | --once discovery + "
-          "sweep | steady sweep | ibqueryerrors / steady | ibqueryerrors / --once process |"
-          " steady, default rate limit | answers late (model's wake-up), ibqueryerrors / --once |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| S per MAD | ibqueryerrors (without lateness) | perfquery loop | --once process | "
+          "--once discovery + sweep | steady sweep | steady, caps x4 | ibqueryerrors / steady "
+          "(without lateness) | ibqueryerrors / --once process | steady, default rate limit | "
+          "answers late, ibqueryerrors / --once |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for us in latencies:
         m = {k: statistics.median(v) for k, v in res[us].items()}
         dr = default_rate.get(us)
-        print("| %g us | %.3f s | %.1f s | %.3f s | %.3f s | %.3f s | %.1fx | %.2fx | %s | "
-              "%.0f / %.0f us |" % (
-                  us, m["iqe"], m["pq"], m["once_wall"], m["once_coll"], m["steady"],
-                  m["iqe"] / m["steady"], m["iqe"] / m["once_wall"],
+        print("| %g us | %.3f s (%.3f s) | %.1f s | %.3f s | %.3f s | %.3f s | %.3f s | %.1fx "
+              "(%.1fx) | %.2fx | %s | %.0f / %.0f us |" % (
+                  us, m["iqe"], m["iqe_net"], m["pq"], m["once_wall"], m["once_coll"],
+                  m["steady"], m["steady_caps"], m["iqe"] / m["steady"],
+                  m["iqe_net"] / m["steady"], m["iqe"] / m["once_wall"],
                   "%.2f s (%.0f MADs/s)" % (dr[0], dr[1] / dr[0]) if dr else "-",
                   m["iqe_late"], m["once_late"]))
-    print("ibqueryerrors waits for each answer: each one's lateness adds to its time; with many "
-          "MADs in flight the daemon's overlap.")
+    print("lateness: how long after its due time the model handed an answer out (this "
+          "machine's wake-up delay). ibqueryerrors waits for each answer in turn, so its "
+          "lateness adds up; the daemon's answers overlap, its figures are upper bounds.")
     return 0
 
 
