@@ -103,7 +103,8 @@ def run_once(runner, daemon, config, us):
     wall, r = runner.run([daemon, "--once", "--config", config, "--no-collector.ports",
                           "--no-collector.sysfs", "--collector.fabric"], us)
     if r.returncode != 0:
-        raise RuntimeError("ibfabricd --once failed: " + r.stderr[-2000:])
+        raise RuntimeError("ibfabricd --once failed (exit %d): %s" % (r.returncode,
+                                                                     r.stderr[-2000:]))
     t = r.stdout
     if metric(t, "ibfabric_fabric_ports_failed"):
         print("warning: --once: %d ports failed" % metric(t, "ibfabric_fabric_ports_failed"))
