@@ -37,7 +37,9 @@
 // time-ordered heap and hand out only answers whose release time has passed. poll waits with
 // the shim's poll (which wakes on arrival) when the next release is a millisecond or more away,
 // and with clock_nanosleep below that. One reader thread per descriptor (libibumad's programs
-// and ibfabricd's engine have one).
+// and ibfabricd's engine have one). A sleeping reader wakes late on a loaded machine: with
+// IBFABRIC_SWITCH_LATENCY_REPORT set, the library prints at exit how late (after its release
+// time) it handed answers out, so a benchmark can tell the model's error from the tool's time.
 
 #define _GNU_SOURCE
 #include <dlfcn.h>
