@@ -165,6 +165,53 @@ def port_rate(metric, extra=""):
             (metric, SEL, extra, RI))
 
 
+# Names instead of GUIDs (ibfabric_ports_peer_info, ibfabric_fabric_link_info carry both ends'
+# names). A series without a name (no peer read yet) is kept, unnamed, by the `unless` branch.
+PEER_INFO = ("max by (instance, device, port, node_guid, node_name, peer_node_name, peer_port) "
+             "(ibfabric_ports_peer_info{%s})" % SEL)
+LINK_INFO = ("max by (node_guid, port, node_name, remote_node_guid, remote_port, "
+             "remote_node_name) (ibfabric_fabric_link_info{%s})" % SEL)
+PORT_LEGEND = "{{node_name}} {{device}}/{{port}} {{side}} - {{peer_node_name}} p{{peer_port}}"
+SWITCH_LEGEND = "{{node_name}} p{{port}} - {{remote_node_name}} p{{remote_port}}"
+
+
+def with_peer_names(expr):
+    return ("(%s) * on (instance, device, port) group_left (node_name, peer_node_name, peer_port) "
+            "%s or (%s) unless on (instance, device, port) %s" % (expr, PEER_INFO, expr, PEER_INFO))
+
+
+def with_link_names(expr):
+    return ("(%s) * on (node_guid, port) group_left (node_name, remote_node_name, remote_port) "
+            "%s or (%s) unless on (node_guid, port) %s" % (expr, LINK_INFO, expr, LINK_INFO))
+
+
+def both_ends(fabric_metrics, ports_metrics):
+    """Per cable (one row per switch end in ibfabric_fabric_link_info): the increase over the
+    dashboard's range of `fabric_metrics` at the switch end plus, at the far end, the same
+    counters from the sweep (a switch) or from the host's own ports collector (a CA)."""
+    def summed(metrics, sel, by):
+        return "max by (%s) (%s)" % (by, " + ".join(
+            "increase(%s{%s}[$__range])" % (m, sel) for m in metrics))
+    near = summed(fabric_metrics, SEL, "node_guid, port")
+    hosts = ("max by (node_guid, port) (%s * on (instance, device, port) group_left (node_guid) "
+             "%s)" % (summed(ports_metrics, SEL + ',side="local"', "instance, device, port"),
+                      PEER_INFO))
+
+    def as_far(expr):
+        return ('label_replace(label_replace(%s, "remote_node_guid", "$1", "node_guid", "(.*)"), '
+                '"remote_port", "$1", "port", "(.*)")' % expr)
+    at_near = "%s * on (node_guid, port) group_left () %s" % (LINK_INFO, near)
+    far = "(%s or %s)" % (as_far(near), as_far(hosts))
+    return ("sort_desc(topk(25, (%s) + on (remote_node_guid, remote_port) group_left () %s "
+            "or (%s)))" % (at_near, far, at_near))
+
+
+def switch_end(expr):
+    """`expr` (by node_guid, port) on each cable's row, at its switch end."""
+    return "%s * on (node_guid, port) group_left () max by (node_guid, port) (%s)" % (LINK_INFO,
+                                                                                       expr)
+
+
 ERROR_COUNTERS = [
     ("ibfabric_ports_symbol_errors_total", "Symbol errors",
      "Minor errors on a physical lane (SymbolErrorCounter): a marginal cable or transceiver."),
@@ -213,8 +260,8 @@ def fabric_overview():
     lay.row("Errors (both ends of every local link; side=peer is the switch port)")
     for metric, title, desc in ERROR_COUNTERS:
         lay.add(timeseries(title + " per second", desc + " Top 10 ports.", "cps",
-                           target("topk(10, %s)" % port_rate(metric),
-                                  "{{instance}} {{device}}/{{port}} {{side}}")), 12, 8)
+                           target("topk(10, %s)" % with_peer_names(port_rate(metric)),
+                                  PORT_LEGEND)), 12, 8)
     lay.row("Traffic and congestion")
     lay.add(timeseries("Top talkers: transmitted", "Local ports sending the most data.", "Bps",
                        target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_bytes_total",
@@ -227,8 +274,9 @@ def fabric_overview():
     lay.add(timeseries("Congestion: PortXmitWait ticks per second",
                        "Ticks a port had data to send but no credit (PortXmitWait), top 10. The "
                        "tick length is the hardware's; compare ports with each other.", "cps",
-                       target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_wait_ticks_total"),
-                              "{{instance}} {{device}}/{{port}} {{side}}")), 24, 8)
+                       target("topk(10, %s)" % with_peer_names(
+                           port_rate("ibfabric_ports_transmit_wait_ticks_total")),
+                              PORT_LEGEND)), 24, 8)
     lay.row("Subnet Manager")
     lay.add(stat("SMs in state master", "Most SMs in state master any node sees (exactly 1 is "
                  "healthy; 0 means no master).", "none",
@@ -266,18 +314,45 @@ def fabric_overview():
     lay.add(timeseries("Switch port errors per second",
                        "Symbol errors, link error recoveries, links downed and receive errors on "
                        "switch ports (every cable, including switch to switch), top 10.", "cps",
-                       target("topk(10, sum by (node_guid, port) ("
-                              "rate(ibfabric_fabric_port_symbol_errors_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_link_error_recoveries_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_link_downed_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s])))"
-                              % (fsel, RI, fsel, RI, fsel, RI, fsel, RI),
-                              "{{node_guid}} port {{port}}")), 12, 8)
+                       target("topk(10, %s)" % with_link_names(
+                           "sum by (node_guid, port) ("
+                           "rate(ibfabric_fabric_port_symbol_errors_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_link_error_recoveries_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_link_downed_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s]))"
+                           % (fsel, RI, fsel, RI, fsel, RI, fsel, RI)),
+                              SWITCH_LEGEND)), 12, 8)
     lay.add(timeseries("Switch port congestion", "PortXmitWait ticks per second on switch "
                        "ports, top 10.", "cps",
-                       target("topk(10, sum by (node_guid, port) (rate("
-                              "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s])))"
-                              % (fsel, RI), "{{node_guid}} port {{port}}")), 12, 8)
+                       target("topk(10, %s)" % with_link_names(
+                           "sum by (node_guid, port) (rate("
+                           "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s]))"
+                           % (fsel, RI)), SWITCH_LEGEND)), 12, 8)
+    lay.row("Worst cables (a cable is named by both of its ends)")
+    errors = ["ibfabric_fabric_port_%s_total" % c for c in (
+        "symbol_errors", "link_error_recoveries", "receive_errors", "local_link_integrity_errors",
+        "excessive_buffer_overrun_errors")]
+    host_errors = [m.replace("fabric_port_", "ports_") for m in errors]
+    lay.add(table("Worst cables",
+                  "Every cable from the fabric sweep as switch port - far end, by name, with the "
+                  "errors counted at either end over the dashboard's range (a bad transmitter "
+                  "shows up as receive errors at the far end; a host's end comes from its own "
+                  "ports collector), links downed at either end, and the link's width and lane "
+                  "speed now against their best in the last day. Cables between two switches "
+                  "appear once from each end.", "none",
+                  target(both_ends(errors, host_errors), instant=True, fmt="table"),
+                  target(both_ends(["ibfabric_fabric_port_link_downed_total"],
+                                   ["ibfabric_ports_link_downed_total"]),
+                         ref="B", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_width_lanes{%s}" % fsel),
+                         ref="C", instant=True, fmt="table"),
+                  target(switch_end("max_over_time(ibfabric_fabric_port_link_width_lanes{%s}[1d])"
+                                    % fsel), ref="D", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_speed_lane_gigabits{%s}" % fsel),
+                         ref="E", instant=True, fmt="table"),
+                  target(switch_end("max_over_time("
+                                    "ibfabric_fabric_port_link_speed_lane_gigabits{%s}[1d])"
+                                    % fsel), ref="F", instant=True, fmt="table")), 24, 10)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
                      "top talkers, Subnet Manager state, switch ports.", lay, variables())
