@@ -468,15 +468,13 @@ SysfsCollector::SysfsCollector(std::string sysfs_root, std::vector<std::string> 
       only_devices_(devices.begin(), devices.end()),
       reader_(default_max_open_attributes()) {}
 
-void SysfsCollector::collect(Done done) {
-  CollectResult result;
+CollectResult SysfsCollector::collect_blocking() {
   try {
-    result = CollectionPass(*this).run();
+    return CollectionPass(*this).run();
   } catch (const std::exception& e) {
-    // Only allocation failure or a programming error gets here; never let it reach the loop.
-    result = CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
+    // Only allocation failure or a programming error gets here.
+    return CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
   }
-  done(std::move(result));
 }
 
 CollectorSpec spec() {
