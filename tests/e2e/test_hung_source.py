@@ -3,8 +3,8 @@ as a counters/ read that waits on the HCA's firmware) and an rtnetlink dump that
 answered (a unix socket standing in for the kernel, IBFABRIC_SRIOV_NETLINK_SOCKET). In both the
 endpoint keeps answering, the hung collector is reported failed (collector_success 0, its
 timeouts counted, ibfabric_collector_run_stuck 1) with its series dropped, the other
-collectors keep their schedule, the stuck run holds one thread however many ticks pass,
-SIGTERM exits 0, and once the source answers again the collector recovers on its own.
+collectors keep their schedule, the systemd watchdog keeps being fed, the stuck run holds one
+thread however many ticks pass, SIGTERM exits 0, and once the source answers again the collector recovers on its own.
 
 No timing asserts: every wait is a generous upper bound on a condition."""
 
@@ -61,6 +61,36 @@ def release_fifo(path, content):
         os.close(fd)
 
 
+class NotifySocket:
+    """Plays systemd's notify socket: counts the WATCHDOG=1 pings the daemon sends."""
+
+    def __init__(self, path):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.sock.bind(path)
+        self.lock = threading.Lock()
+        self.pings = 0
+        self.thread = threading.Thread(target=self._receive, daemon=True)
+        self.thread.start()
+
+    def _receive(self):
+        while True:
+            try:
+                message = self.sock.recv(4096)
+            except OSError:
+                return
+            if b"WATCHDOG=1" in message.split(b"\n"):
+                with self.lock:
+                    self.pings += 1
+
+    def count(self):
+        with self.lock:
+            return self.pings
+
+    def close(self):
+        self.sock.close()
+
+
 class HungSysfsTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="ibfabric-hung-")
@@ -96,7 +126,11 @@ class HungSysfsTest(unittest.TestCase):
                     "  probe: {enabled: true, interval: 300ms, mad_responder: false,"
                     " udp_listen: \"%s\", targets: [{address: \"%s\", name: self}]}\n"
                     % (udp, udp))
-        with Daemon(["--config", config, "--sysfs-root", self.root]) as d:
+        notify = NotifySocket(os.path.join(self.tmp, "notify.sock"))
+        self.addCleanup(notify.close)
+        # As systemd runs it with WatchdogSec=: a ping is due every 200 ms.
+        env = dict(os.environ, NOTIFY_SOCKET=notify.path, WATCHDOG_USEC="400000")
+        with Daemon(["--config", config, "--sysfs-root", self.root], env=env) as d:
             pid = d.process.pid
             # Every scrape below must answer 200 (Daemon.samples raises otherwise).
             samples = d.wait_for(lambda s: stuck(s, "sysfs"), timeout=30,
@@ -104,9 +138,10 @@ class HungSysfsTest(unittest.TestCase):
             self.assertEqual([s.name for s in samples if s.name.startswith("ibfabric_sysfs_")],
                              [], "a stuck run publishes no sysfs series, of any device")
             threads = thread_count(pid)
+            pings = notify.count()
             sysfs_runs, probe_runs = runs(samples, "sysfs"), runs(samples, "probe")
-            # Ticks keep coming: each fails (skipped) without starting another thread, and the
-            # probe collector keeps its schedule.
+            # Ticks keep coming: each fails (skipped) without starting another thread, the
+            # probe collector keeps its schedule, and the loop keeps feeding the watchdog.
             samples = d.wait_for(
                 lambda s: runs(s, "sysfs") >= sysfs_runs + 6 and runs(s, "probe") >= probe_runs + 3,
                 timeout=60, what="more sysfs ticks and probe runs while sysfs is stuck")
@@ -120,6 +155,7 @@ class HungSysfsTest(unittest.TestCase):
             # Six ticks later at most one more thread (a probe or timer thread coming and
             # going), not one per tick.
             self.assertLessEqual(thread_count(pid), threads + 1)
+            self.assertGreater(notify.count(), pings, "no WATCHDOG=1 while sysfs was stuck")
 
             # The firmware answers again: the waiting open is released and the file is a
             # regular one again. Nothing is done to the daemon.
