@@ -3,8 +3,9 @@
 //
 // A collector knows its source and turns it into metric families. The daemon's
 // CollectorRunner owns its schedule: it starts a collection on the collector's interval, at
-// most one at a time, bounds it by a deadline (`run_timeout`, default the interval) and
-// publishes the result as that collector's immutable snapshot together with its health
+// most one at a time, bounds it by a deadline (`run_timeout`; by default the interval for a
+// BlockingCollector, none for a Collector, whose I/O the MAD engine bounds) and publishes the
+// result as that collector's immutable snapshot together with its health
 // (ibfabric_collector_success, duration, timeouts, run_stuck, ...).
 //
 // Two kinds, by what their source can do to a thread:

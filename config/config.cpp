@@ -69,8 +69,9 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
     cc.enabled = cc.section.get_bool("enabled", spec.enabled_by_default);
     cc.interval =
         cc.section.get_duration("interval", spec.default_interval, std::chrono::milliseconds(100));
-    cc.run_timeout =
-        cc.section.get_duration("run_timeout", cc.interval, std::chrono::milliseconds(10));
+    // Absent: zero, the runner's default for the collector's kind (collector_runner.h).
+    cc.run_timeout = cc.section.get_duration("run_timeout", std::chrono::nanoseconds::zero(),
+                                             std::chrono::milliseconds(10));
     config.collectors.push_back(std::move(cc));
   }
   if (collectors) collectors->finish();

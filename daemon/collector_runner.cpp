@@ -27,12 +27,16 @@ CollectorRunner::CollectorRunner(boost::asio::io_context& io, std::string name,
       deadline_(io),
       name_(std::move(name)),
       interval_(interval),
-      run_timeout_(run_timeout.count() > 0 ? run_timeout : interval),
       collector_(std::move(collector)),
       blocking_(dynamic_cast<BlockingCollector*>(collector_.get())),
       store_(store),
-      slot_(slot ? std::move(slot) : std::make_shared<RunSlot>()),
+      // Only a blocking collector's runs hold a thread: only they need a slot kept across
+      // reloads. A loop collector's run in flight at a reload is simply dropped, as before.
+      slot_(slot && blocking_ ? std::move(slot) : std::make_shared<RunSlot>()),
       mailbox_(std::make_shared<Mailbox>()) {
+  run_timeout_ = run_timeout.count() > 0 ? run_timeout
+                 : blocking_             ? interval
+                                         : std::chrono::nanoseconds::zero();
   mailbox_->io = &io_;
 }
 
@@ -42,8 +46,7 @@ CollectorRunner::~CollectorRunner() {
 }
 
 void CollectorRunner::start() {
-  stopped_ = false;
-  schedule(Clock::now());
+  if (!stopped_) schedule(Clock::now());
 }
 
 void CollectorRunner::stop() {
@@ -90,6 +93,7 @@ void CollectorRunner::schedule(Clock::time_point next) {
 
 std::string CollectorRunner::stuck_error() const {
   // One text for the timed-out run and the ticks it makes fail, so it is logged once.
+  if (run_timeout_.count() == 0) return "the previous run has not returned; no new run starts";
   return fmt::format(
       "a run did not finish within run_timeout={:.3f}s; no new run starts until it returns",
       seconds(run_timeout_));
@@ -112,10 +116,12 @@ void CollectorRunner::run(std::function<void(bool)> done) {
   started_ = Clock::now();
   done_ = std::move(done);
 
-  deadline_.expires_after(run_timeout_);
-  deadline_.async_wait([self = shared_from_this(), id](const boost::system::error_code& ec) {
-    if (!ec) self->on_deadline(id);
-  });
+  if (run_timeout_.count() > 0) {
+    deadline_.expires_after(run_timeout_);
+    deadline_.async_wait([self = shared_from_this(), id](const boost::system::error_code& ec) {
+      if (!ec) self->on_deadline(id);
+    });
+  }
 
   if (blocking_) {
     start_blocking(*blocking_, id);

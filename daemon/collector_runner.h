@@ -3,10 +3,10 @@
 // deadline, and its health published with its metrics in one snapshot.
 //
 // A BlockingCollector runs on a thread of its own per run (detached), which posts its result
-// back to the loop; the loop never waits for it. A run past its deadline is published as a
-// failed run (health only: the collector's series are dropped, as node_exporter drops a
-// failed collector's) and the thread is left to return whenever its read does; until then no
-// new run of that collector starts (each tick that finds it still busy is a failed run), so a
+// back to the loop; the loop never waits for it. A run past its deadline (of either kind) is
+// published as a failed run (health only: the collector's series are dropped, as node_exporter
+// drops a failed collector's) and the thread is left to return whenever its read does; until then
+// no new run of that collector starts (each tick that finds it still busy is a failed run), so a
 // source that never answers costs one thread per collector, not one per tick. Its late result
 // is discarded: the next run reads the source afresh.
 
@@ -24,17 +24,20 @@
 
 namespace ibfabric {
 
-// Whether a collector has a run that has not returned yet. Shared by every runner a collector
-// name has had (a reload replaces runners), so that a thread still stuck in a read keeps a new
-// runner from starting a second one. Set on the loop, cleared by whoever finishes the run (the
-// worker thread, or the loop for a non-blocking collector).
+// Whether a collector has a run that has not returned yet. Shared by every runner a blocking
+// collector's name has had (a reload replaces runners), so that a thread still stuck in a read
+// keeps a new runner from starting a second one. Set on the loop, cleared by whoever finishes the
+// run (the worker thread, or the loop for a non-blocking collector).
 struct RunSlot {
   std::atomic<bool> busy{false};
 };
 
 class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
  public:
-  // `run_timeout` zero means the interval. `slot` null means a slot of its own.
+  // `run_timeout` zero means the default: the interval for a BlockingCollector, none for a
+  // collector that runs on the loop (its I/O is bounded by the MAD engine's timeouts, it holds
+  // no thread, and a sweep longer than its interval is an overrun, not a failure). `slot` null
+  // means a slot of its own.
   CollectorRunner(boost::asio::io_context& io, std::string name, std::chrono::nanoseconds interval,
                   std::chrono::nanoseconds run_timeout, std::unique_ptr<Collector> collector,
                   SnapshotStore& store, std::shared_ptr<RunSlot> slot = nullptr);
@@ -76,7 +79,7 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   boost::asio::steady_timer deadline_;
   std::string name_;
   std::chrono::nanoseconds interval_;
-  std::chrono::nanoseconds run_timeout_;
+  std::chrono::nanoseconds run_timeout_;  // zero: no deadline
   std::shared_ptr<Collector> collector_;
   BlockingCollector* blocking_ = nullptr;  // collector_ when it is one
   SnapshotStore& store_;

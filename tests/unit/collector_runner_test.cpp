@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <atomic>
 #include <condition_variable>
@@ -45,6 +46,23 @@ class GateCollector final : public BlockingCollector {
   std::mutex mutex_;
   std::condition_variable changed_;
   bool open_ = false;
+};
+
+// Runs on the loop and finishes each pass after `pass` (a MAD sweep in miniature).
+class SlowLoopCollector final : public Collector {
+ public:
+  SlowLoopCollector(boost::asio::io_context& io, std::chrono::milliseconds pass)
+      : timer_(io), pass_(pass) {}
+  void collect(Done done) override {
+    timer_.expires_after(pass_);
+    timer_.async_wait([done = std::move(done)](const boost::system::error_code&) {
+      done(CollectResult{{}, true, {}});
+    });
+  }
+
+ private:
+  boost::asio::steady_timer timer_;
+  std::chrono::milliseconds pass_;
 };
 
 MetricFamilies snapshot_of(const SnapshotStore& store) {
@@ -137,6 +155,33 @@ TEST(CollectorRunnerTest, ReplacedRunnerDoesNotStartASecondRunWhileTheFirstIsStu
   EXPECT_GE(second.calls.load(), 1);
   runner->stop();
   ASSERT_TRUE(run_until(io, [&] { return !slot->busy.load(); }));
+}
+
+TEST(CollectorRunnerTest, ALoopCollectorHasNoDeadlineUnlessOneIsSet) {
+  boost::asio::io_context io;
+  SnapshotStore store;
+  // A pass three intervals long: an overrun by default, not a failure.
+  auto runner = std::make_shared<CollectorRunner>(
+      io, "gate", 20ms, 0ns, std::make_unique<SlowLoopCollector>(io, 60ms), store);
+  runner->start();
+  ASSERT_TRUE(run_until(io, [&] { return health(store, "ibfabric_collector_runs_total") >= 3; }));
+  EXPECT_EQ(health(store, "ibfabric_collector_success"), 1);
+  EXPECT_EQ(health(store, "ibfabric_collector_timeouts_total"), 0);
+  // Counted after a run is published, so the snapshot of run 3 shows the first two.
+  EXPECT_GE(health(store, "ibfabric_collector_overruns_total"), 2);
+  runner->stop();
+
+  // With run_timeout set, the same pass fails at its deadline and its late result is dropped.
+  SnapshotStore bounded_store;
+  auto bounded = std::make_shared<CollectorRunner>(
+      io, "gate", 20ms, 30ms, std::make_unique<SlowLoopCollector>(io, 60ms), bounded_store);
+  bounded->start();
+  ASSERT_TRUE(run_until(
+      io, [&] { return health(bounded_store, "ibfabric_collector_timeouts_total") >= 2; }));
+  EXPECT_EQ(health(bounded_store, "ibfabric_collector_success"), 0);
+  EXPECT_EQ(health(bounded_store, "ibfabric_collector_failures_total"),
+            health(bounded_store, "ibfabric_collector_runs_total"));
+  bounded->stop();
 }
 
 }  // namespace
