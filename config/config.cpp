@@ -87,10 +87,14 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
     std::optional<ConfigSection> section =
         collectors ? collectors->get_section(name) : std::nullopt;
     if (!section) section.emplace(YAML::Node(), source, "collectors." + name);
-    CollectorConfig cc{name, spec.enabled_by_default, spec.default_interval, *section};
+    CollectorConfig cc{name, spec.enabled_by_default, spec.default_interval, spec.default_interval,
+                       *section};
     cc.enabled = cc.section.get_bool("enabled", spec.enabled_by_default);
     cc.interval =
         cc.section.get_duration("interval", spec.default_interval, std::chrono::milliseconds(100));
+    // Absent: zero, the runner's default for the collector's kind (collector_runner.h).
+    cc.run_timeout = cc.section.get_duration("run_timeout", std::chrono::nanoseconds::zero(),
+                                             std::chrono::milliseconds(10));
     config.collectors.push_back(std::move(cc));
   }
   if (collectors) collectors->finish();

@@ -18,8 +18,11 @@ struct CollectorConfig {
   std::string name;
   bool enabled = false;
   std::chrono::nanoseconds interval{};
-  // The collector's section with `enabled` and `interval` already read; the collector's
-  // factory reads the rest and calls finish().
+  // Bound on one collection; a run past it fails (collectors/collector.h). Zero when not set:
+  // the interval for a blocking collector, none for one that runs on the loop.
+  std::chrono::nanoseconds run_timeout{};
+  // The collector's section with `enabled`, `interval` and `run_timeout` already read; the
+  // collector's factory reads the rest and calls finish().
   ConfigSection section;
 };
 

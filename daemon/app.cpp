@@ -138,8 +138,11 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonCon
     // someone enables it.
     auto built = spec->create(context, collector.section);
     if (!collector.enabled) continue;
+    auto& slot = run_slots_[collector.name];
+    if (!slot) slot = std::make_shared<RunSlot>();
     runners.push_back(std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
-                                                        std::move(built), store_));
+                                                        collector.run_timeout, std::move(built),
+                                                        store_, slot));
   }
   return runners;
 }
@@ -185,7 +188,16 @@ int App::run_once() {
   if (pending > 0) io_.run();
   std::cout << render();
   std::cout.flush();
+  for (auto& runner : runners_) runner->stop();
   return all_ok ? 0 : 1;
+}
+
+std::size_t App::runs_in_flight() const {
+  std::size_t busy = 0;
+  for (const auto& [name, slot] : run_slots_) {
+    if (slot->busy.load(std::memory_order_acquire)) ++busy;
+  }
+  return busy;
 }
 
 int App::serve() {

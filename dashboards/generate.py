@@ -425,13 +425,17 @@ def daemon():
     lay.add(timeseries("Collector run time", "Duration of each collector's last run.", "s",
                        target("ibfabric_collector_duration_seconds{%s}" % SEL,
                               "{{instance}} {{collector}}")), 12, 7)
-    lay.add(timeseries("Collector failures and overruns per second",
-                       "Failed runs, and runs that outlasted their interval.", "cps",
+    lay.add(timeseries("Collector failures, timeouts and overruns per second",
+                       "Failed runs, runs that missed their run_timeout (a source that does not "
+                       "answer), and runs that outlasted their interval.", "cps",
                        target("sum by (instance, collector) (rate(ibfabric_collector_failures_total"
                               "{%s}[%s]))" % (SEL, RI), "failures {{instance}} {{collector}}"),
                        target("sum by (instance, collector) (rate(ibfabric_collector_overruns_total"
                               "{%s}[%s]))" % (SEL, RI), "overruns {{instance}} {{collector}}",
-                              ref="B")), 24, 7)
+                              ref="B"),
+                       target("sum by (instance, collector) (rate(ibfabric_collector_timeouts_total"
+                              "{%s}[%s]))" % (SEL, RI), "timeouts {{instance}} {{collector}}",
+                              ref="C")), 24, 7)
     lay.row("MAD engine")
     lay.add(timeseries("MAD requests per second by result",
                        "Requests finished by the engine, by management class and result.", "reqps",

@@ -722,15 +722,13 @@ bool SysfsCollector::selects(const std::string& device) const {
   return true;
 }
 
-void SysfsCollector::collect(Done done) {
-  CollectResult result;
+CollectResult SysfsCollector::collect_blocking() {
   try {
-    result = CollectionPass(*this).run();
+    return CollectionPass(*this).run();
   } catch (const std::exception& e) {
-    // Only allocation failure or a programming error gets here; never let it reach the loop.
-    result = CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
+    // Only allocation failure or a programming error gets here.
+    return CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
   }
-  done(std::move(result));
 }
 
 namespace {

@@ -143,6 +143,19 @@ TEST(ParseConfig, IntervalTooShort) {
   expect_error("collectors:\n  sysfs:\n    interval: 1ms\n", {"must be at least 100ms"});
 }
 
+TEST(ParseConfig, RunTimeoutIsOptionalAndChecked) {
+  // Not set: zero, which the runner reads as its default for the collector's kind.
+  auto config = parse_config("collectors:\n  sysfs:\n    interval: 2s\n", "x.yaml");
+  EXPECT_EQ(collector(config, "sysfs").run_timeout, 0s);
+  config = parse_config("collectors:\n  sriov:\n    run_timeout: 750ms\n", "x.yaml");
+  EXPECT_EQ(collector(config, "sriov").run_timeout, 750ms);
+  EXPECT_EQ(collector(config, "sriov").interval, 15s);
+  expect_error("collectors:\n  sysfs:\n    run_timeout: 1ms\n",
+               {"test.yaml:3:18", "collectors.sysfs.run_timeout", "must be at least 10ms"});
+  expect_error("collectors:\n  sysfs:\n    run_timeout: never\n",
+               {"collectors.sysfs.run_timeout", "expected a duration"});
+}
+
 TEST(ConfigSection, UnknownKeyInACollectorSectionIsReportedByFinish) {
   auto config = parse_config("collectors:\n  sysfs:\n    enabeld: true\n", "x.yaml");
   auto section = collector(config, "sysfs").section;
