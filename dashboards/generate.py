@@ -167,10 +167,10 @@ def port_rate(metric, extra=""):
 
 # Names instead of GUIDs (ibfabric_ports_peer_info, ibfabric_fabric_link_info carry both ends'
 # names). A series without a name (no peer read yet) is kept, unnamed, by the `unless` branch.
-PEER_INFO = ("max by (instance, device, port, node_guid, node_name, peer_node_name, peer_port) "
-             "(ibfabric_ports_peer_info{%s})" % SEL)
-LINK_INFO = ("max by (node_guid, port, node_name, remote_node_guid, remote_port, "
-             "remote_node_name) (ibfabric_fabric_link_info{%s})" % SEL)
+# topk(1) per port: one series even while a name changes (the old one lingers in the lookback
+# window), and one per switch port even if two nodes sweep the same shard.
+PEER_INFO = ("topk by (instance, device, port) (1, ibfabric_ports_peer_info{%s})" % SEL)
+LINK_INFO = ("topk by (node_guid, port) (1, ibfabric_fabric_link_info{%s})" % SEL)
 PORT_LEGEND = "{{node_name}} {{device}}/{{port}} {{side}} - {{peer_node_name}} p{{peer_port}}"
 SWITCH_LEGEND = "{{node_name}} p{{port}} - {{remote_node_name}} p{{remote_port}}"
 

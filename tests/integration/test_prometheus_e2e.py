@@ -25,6 +25,7 @@ from shipped import NO_DATA_HERE, dashboard_queries, shortened_rules
 from simfabric import SimFabric
 
 TOPOLOGY = os.path.join(source_dir(), "config", "demo", "fabric.topo")
+NAME_MAP = os.path.join(source_dir(), "config", "demo", "ib-node-name-map")
 SM_NODE = "sm-node mlx5_0"
 STANDBY_SM_NODE = "gpu-node-03 mlx5_0"
 NODES = ["gpu-node-01 mlx5_0", "gpu-node-02 mlx5_0"]
@@ -67,6 +68,7 @@ class PrometheusEndToEnd(unittest.TestCase):
                 config = os.path.join(cls.tmp.name, "ibfabricd-%d.yaml" % i)
                 with open(config, "w") as f:
                     f.write("mad: {timeout: 100ms, retries: 1}\n"
+                        "node_name_map: %s\n" % NAME_MAP +
                             "collectors:\n"
                             "  sysfs: {enabled: false}\n"
                             "  ports: {interval: 1s}\n"
@@ -137,13 +139,19 @@ class PrometheusEndToEnd(unittest.TestCase):
                         if all(l.get(k) == v for k, v in labels.items())]
         self.prom.wait_for(gone, timeout, "%s %s to resolve" % (alert, labels))
 
+    def query_or_fail(self, q):
+        try:
+            return self.prom.query(q[2])
+        except Exception as e:  # the query itself is broken: say which
+            self.fail("%s / %s: %s\n%s" % (q[0], q[1], e, getattr(e, "read", lambda: b"")()))
+
     def test_2_every_dashboard_query_returns_data(self):
         queries = [q for q in dashboard_queries(RATE_INTERVAL) if q[1] not in NO_DATA_HERE]
         self.assertGreater(len(queries), 20)
         deadline = time.monotonic() + 60
         missing = queries
         while missing and time.monotonic() < deadline:
-            missing = [q for q in missing if not self.prom.query(q[2])]
+            missing = [q for q in missing if not self.query_or_fail(q)]
             if missing:
                 time.sleep(1)
         self.assertEqual(missing, [], "dashboard queries without data")
@@ -172,9 +180,27 @@ class PrometheusEndToEnd(unittest.TestCase):
         self.fabric.command('Unlink "%s"[1]' % node)
         try:
             self.wait_firing("IbfabricPortDown", instance=instance, side="local")
+            # Named by the demo's node-name-map: the host and HCA, and the switch port the
+            # cable reaches (remembered: that end no longer answers).
+            [alert] = self.prom.firing_alerts("IbfabricPortDown")
+            self.assertIn("gpu-node-02 ibsim0/1 (cabled to leaf-a01 (rack A1) port 2)",
+                          alert["annotations"]["description"])
+            # The node sweeping the fabric sees the switch's end go down, named the same way.
+            self.wait_firing("IbfabricSwitchPortDown", port="2")
+            [alert] = self.prom.firing_alerts("IbfabricSwitchPortDown")
+            self.assertIn("Port 2 of switch leaf-a01 (rack A1) (cabled to gpu-node-02 port 1)",
+                          alert["annotations"]["description"])
         finally:
             self.fabric.command('ReLink "%s"' % node)
         self.wait_resolved("IbfabricPortDown", instance=instance)
+        self.wait_resolved("IbfabricSwitchPortDown")
+
+    def test_3b_symbol_errors_on_an_uplink_fire_with_both_ends_named(self):
+        self.fabric.command('PerformanceSet "leaf-1"[5] PortCounters.SymbolErrorCounter=1000')
+        self.wait_firing("IbfabricSwitchPortErrors", port="5")
+        [alert] = self.prom.firing_alerts("IbfabricSwitchPortErrors")
+        self.assertIn("Port 5 of switch leaf-a01 (rack A1) (cabled to spine-01 (row B) port 1)",
+                      alert["annotations"]["description"])
 
     def test_6_collector_failing_fires_and_resolves(self):
         # Last: a frozen simulator disturbs everything (the SMs time out too). Every MAD times

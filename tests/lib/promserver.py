@@ -114,6 +114,11 @@ class HttpApiServer:
                 out.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
         return out
 
+    def firing_alerts(self, alert):
+        """The firing alerts named `alert`, each with its labels and annotations."""
+        return [a for a in self.api("alerts")["alerts"] or []
+                if a["state"] == "firing" and a["labels"]["alertname"] == alert]
+
     def wait_for(self, predicate, timeout, what):
         deadline = time.monotonic() + timeout
         last = None

@@ -73,16 +73,18 @@ def rule_exprs():
     return out
 
 
-def dashboard_queries(rate_interval, job="ibfabric"):
+def dashboard_queries(rate_interval, job="ibfabric", dashboard_range="5m"):
     """(dashboard file, panel title, expr) of every query of every shipped dashboard, with
-    $__rate_interval set to rate_interval, $job to job and every other variable ($instance,
-    $device, $pf) matching all."""
+    $__rate_interval set to rate_interval, $__range to dashboard_range, $job to job and every
+    other variable ($instance, $device, $pf) matching all."""
     for path in sorted(glob.glob(os.path.join(source_dir(), "dashboards", "*.json"))):
         with open(path) as f:
             dashboard = json.load(f)
         for panel in dashboard["panels"]:
             for t in panel.get("targets", []):
                 expr = t["expr"].replace("$__rate_interval", rate_interval)
+                expr = expr.replace("$__range", dashboard_range)
                 expr = expr.replace('"$job"', '"%s"' % job)
-                expr = re.sub(r'"\$\w+"', '".+"', expr)  # $instance, $device, $pf: all
+                # $instance, $device, $pf: all (not label_replace's "$1")
+                expr = re.sub(r'"\$[A-Za-z_]\w*"', '".+"', expr)
                 yield os.path.basename(path), panel["title"], expr
