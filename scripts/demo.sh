@@ -44,22 +44,64 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 
+# Three GPU nodes of the simulated fabric run ibfabricd and probe each other. The probes are
+# UDP on loopback (ibsim carries MADs, not IP; MAD probes between daemons are tested in
+# tests/integration/test_probe_mad.py). Each daemon answers on its own UDP port.
+nodes=(gpu-node-01 gpu-node-02 gpu-node-03)
+udp_port() { echo $((port + 1000 + $1)); }
+targets() {  # every GPU node but number $1
+  for j in "${!nodes[@]}"; do
+    ((j == $1)) || printf '      - {address: "127.0.0.1:%s", name: %s}\n' "$(udp_port "$j")" "${nodes[$j]}"
+  done
+}
+daemon_pids=()
+scrape_targets=""
+for i in "${!nodes[@]}"; do
+  node=${nodes[$i]}
+  node_port=$((port + i))
+  config=$scratch/$node.yaml
+  args=()
+  if ((i == 0)); then
+    # The first node also sweeps the fabric and reads the ConnectX-7 fixture tree.
+    cp "$root/config/demo/ibfabricd.yaml" "$config"
+    args=(--sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr")
+  else
+    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >"$config"
+  fi
+  printf '  probe:\n    enabled: true\n    interval: 5s\n    udp_listen: "127.0.0.1:%s"\n    probe_interval: 100ms\n    targets:\n%s\n' \
+    "$(udp_port "$i")" "$(targets "$i")" >>"$config"
+  SIM_HOST="$node mlx5_0" LD_PRELOAD=$shim setsid "$root/build/daemon/ibfabricd" \
+    --config "$config" --node-name-map "$root/config/demo/ib-node-name-map" \
+    --web.listen-address ":$node_port" "${args[@]}" >"$node.log" 2>&1 &
+  daemon_pids+=($!)
+  pids+=($!)
+  scrape_targets+="${scrape_targets:+, }\"localhost:$node_port\""
+done
+
 cat >prometheus.yml <<EOF
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml"]
 scrape_configs:
   - job_name: ibfabric
-    static_configs: [{targets: ["localhost:$port"]}]
+    static_configs: [{targets: [$scrape_targets]}]
 EOF
 setsid prometheus --config.file=prometheus.yml --storage.tsdb.path="$scratch/prometheus" \
   --web.listen-address=":$prom_port" >prometheus.log 2>&1 &
 pids+=($!)
 
-echo "demo: fabric up (ibsim console: echo 'Unlink \"gpu-node-02 mlx5_0\"[1]' > $scratch/ibsim.cmd)"
-echo "demo: metrics at http://localhost:$port/metrics"
-echo "demo: Prometheus at http://localhost:$prom_port/alerts (rules loaded) and"
-echo "      http://localhost:$prom_port/graph?g0.expr=ibfabric_ports_state  (Ctrl-C stops the demo)"
-SIM_HOST="gpu-node-01 mlx5_0" LD_PRELOAD=$shim "$root/build/daemon/ibfabricd" \
-  --config "$root/config/demo/ibfabricd.yaml" \
-  --sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr" \
-  --web.listen-address ":$port"
+cat <<EOF
+demo: ibfabricd on ${nodes[*]} of the simulated fabric:
+        http://localhost:$port/metrics (gpu-node-01, which also sweeps the fabric),
+        http://localhost:$((port + 1))/metrics, http://localhost:$((port + 2))/metrics
+demo: names come from config/demo/ib-node-name-map (leaf-1 is "leaf-a01 (rack A1)")
+demo: Prometheus with the shipped alert rules: http://localhost:$prom_port/alerts
+demo: faults, written into ibsim's console (alerts fire within a few minutes):
+        echo 'Unlink "leaf-1"[5]' > $scratch/ibsim.cmd    # an uplink: IbfabricSwitchPortDown, IbfabricLeafUplinksLost
+        echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd
+        echo 'PerformanceSet "leaf-1"[5] PortCounters.SymbolErrorCounter=1000' > $scratch/ibsim.cmd
+        echo 'Unlink "gpu-node-02 mlx5_0"[1]' > $scratch/ibsim.cmd    # a host's cable: IbfabricPortDown
+demo: an RTT spike: pause gpu-node-02's daemon for a moment, and the others' probes to it wait:
+        kill -STOP ${daemon_pids[1]}; sleep 0.3; kill -CONT ${daemon_pids[1]}
+demo: logs in $scratch; Ctrl-C stops the demo
+EOF
+wait "${daemon_pids[0]}"
