@@ -36,6 +36,7 @@ class App {
   // The web config file named by `config` (plain HTTP when none); throws ConfigError.
   static WebConfig load_web(const DaemonConfig& config);
   std::string render();
+  ScrapeResponse scrape(const ScrapeRequest& request);
   void apply_log_level(const std::string& level);
 
   int check_config();
@@ -53,6 +54,7 @@ class App {
   std::shared_ptr<mad::Engine> mad_engine_;
   std::vector<std::shared_ptr<CollectorRunner>> runners_;
   std::vector<LiveMetrics> live_metrics_;
+  Exporter exporter_;
   std::unique_ptr<HttpServer> http_;
   DaemonConfig config_;
   WebConfig web_;

@@ -108,7 +108,7 @@ void CollectorRunner::finish(CollectResult result, Clock::time_point started) {
 
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->families = std::move(health).take();
-  merge_families(snapshot->families, result.metrics);
+  merge_families(snapshot->families, std::move(result.metrics));
   store_.publish(name_, std::move(snapshot));
 }
 

@@ -28,4 +28,9 @@ std::vector<SnapshotPtr> SnapshotStore::all() const {
   return out;
 }
 
+std::vector<std::pair<std::string, SnapshotPtr>> SnapshotStore::named() const {
+  std::lock_guard lock(mutex_);
+  return entries_;
+}
+
 }  // namespace ibfabric

@@ -17,6 +17,8 @@ class SnapshotStore {
   void remove(const std::string& collector);
   // In the order collectors first published.
   std::vector<SnapshotPtr> all() const;
+  // The same, with each collector's name (for collect[]).
+  std::vector<std::pair<std::string, SnapshotPtr>> named() const;
 
  private:
   mutable std::mutex mutex_;

@@ -4,6 +4,7 @@
 // Optionally TLS and basic auth from a web config file (web_config.h); bcrypt checks run on a
 // worker thread so that a flood of bad passwords never stalls the event loop.
 
+#include "exporters/prometheus/render.h"
 #include "exporters/prometheus/web_config.h"
 
 #include <boost/asio/io_context.hpp>
@@ -25,7 +26,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  using RenderMetrics = std::function<std::string()>;
+  // Serves /metrics: gets the query string and Accept-Encoding.
+  using RenderMetrics = std::function<ScrapeResponse(const ScrapeRequest&)>;
   // Binds and listens; throws std::runtime_error naming the address when it cannot.
   HttpServer(boost::asio::io_context& io, HttpServerOptions options, RenderMetrics render);
   ~HttpServer();
