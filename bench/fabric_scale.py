@@ -56,6 +56,12 @@ def peak_mib(daemon):
     return 0.0
 
 
+def cpu_seconds(daemon):
+    with open("/proc/%d/stat" % daemon.process.pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def idle_rss(fabric, config):
     """Resident MiB of a daemon with no collector, scraped twice (gzip)."""
     with fabric.daemon(["--config", config], host=HOST) as d:
@@ -92,6 +98,31 @@ def steady(fabric, config):
                 identity)
 
 
+def scrape_cpu(fabric, config):
+    """CPU seconds of the daemon for: the first gzip scrape after a sweep (compresses the
+    snapshot), a second one (from the cache), an identity scrape (renders the text). One sweep
+    only (interval 1h), so nothing else runs meanwhile."""
+    with fabric.daemon(["--config", config], host=HOST) as d:
+        deadline = time.monotonic() + 300
+        while True:
+            time.sleep(1)
+            # A scrape without self metrics and no fabric series: cheap, and compresses nothing
+            # of the fabric's snapshot.
+            request = urllib.request.Request(d.url + "/metrics?exclude[]=fabric")
+            with urllib.request.urlopen(request, timeout=60) as response:
+                samples = parse_exposition(response.read().decode())
+            if any(x.name == "ibfabric_collector_runs_total" and x.value >= 1 for x in samples):
+                break
+            if time.monotonic() > deadline:
+                raise RuntimeError("no fabric collection")
+        cpu = []
+        for compressed in (True, True, False):
+            before = cpu_seconds(d)
+            scrape(d, compressed)
+            cpu.append(cpu_seconds(d) - before)
+        return cpu
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--rounds", type=int, default=3)
@@ -117,9 +148,18 @@ def main():
             with open(idle_config, "w") as out:
                 out.write("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n")
             d, iqe, rss, series, mads, idle, peak, wire = [], [], [], [], 0, [], [], None
+            fresh, cached, plain = [], [], []
+            once_config = os.path.join(f.workdir, "once.yaml")
+            with open(once_config, "w") as out:
+                out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
+                          "  ports: {enabled: false}\n  fabric: {enabled: true, interval: 1h}\n")
             for _ in range(a.rounds):
                 idle.append(idle_rss(f, idle_config))
                 s, mads, r, n, hwm, gz, ident = steady(f, config)
+                cpu_fresh, cpu_cached, cpu_identity = scrape_cpu(f, once_config)
+                fresh.append(cpu_fresh)
+                cached.append(cpu_cached)
+                plain.append(cpu_identity)
                 d.append(s)
                 rss.append(r)
                 series.append(n)
@@ -133,6 +173,10 @@ def main():
                statistics.median(iqe), statistics.median(rss), max(series),
                statistics.median(idle), statistics.median(peak), wire[0], wire[1])
         rows.append(row)
+        print("%s: CPU of a scrape: gzip %.3f s compressing a new snapshot, %.3f s from the "
+              "cache; identity %.3f s" % (size, statistics.median(fresh),
+                                          statistics.median(cached), statistics.median(plain)),
+              flush=True)
         print("%s: fabric up in %.0fs; %d switches, %d switch ports, %d HCAs: steady sweep %.3fs "
               "(%d MADs), ibqueryerrors %.3fs, RSS %.1f MiB, %d series, idle RSS %.1f MiB, "
               "peak %.1f MiB, scrape %d bytes gzip / %d identity" % ((size, up) + row),
