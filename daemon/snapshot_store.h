@@ -5,6 +5,7 @@
 #include "collectors/metrics.h"
 
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,10 +20,14 @@ class SnapshotStore {
   std::vector<SnapshotPtr> all() const;
   // The same, with each collector's name (for collect[]).
   std::vector<std::pair<std::string, SnapshotPtr>> named() const;
+  // Whether `collector` has published at least once since start (a later remove() does not
+  // undo it: a reload that rebuilds a collector does not make the daemon unready).
+  bool published(const std::string& collector) const;
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::pair<std::string, SnapshotPtr>> entries_;
+  std::set<std::string> published_;
 };
 
 }  // namespace ibfabric

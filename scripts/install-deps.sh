@@ -10,6 +10,7 @@ packages=(
   zlib1g-dev
   ibsim-utils opensm infiniband-diags
   prometheus prometheus-node-exporter victoria-metrics systemd udev curl openssl apache2-utils wrk python3 procps iproute2
+  dpkg-dev lintian man-db python3-yaml   # scripts/package.sh (dpkg-shlibdeps), its test, manifest checks
 )
 
 missing=()

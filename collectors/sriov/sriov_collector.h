@@ -21,9 +21,10 @@ struct PfLink;
 // name "sriov", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   netlink: true          read per-VF counters and settings over rtnetlink
 //   netlink_timeout: 1s    bound on the whole RTM_GETLINK dump (SO_RCVTIMEO)
+// A BlockingCollector: sysfs reads and the dump run on a worker thread.
 CollectorSpec spec();
 
-class SriovCollector final : public Collector {
+class SriovCollector final : public BlockingCollector {
  public:
   // Returns the links with VFs or throws NetlinkError; the live kernel unless a test says so.
   using NetlinkDump = std::function<std::vector<PfLink>()>;
@@ -31,8 +32,8 @@ class SriovCollector final : public Collector {
   // `dump` empty: no netlink values at all.
   SriovCollector(std::string sysfs_root, NetlinkDump dump);
 
-  // Reads sysfs and runs one netlink dump (bounded by its timeout), then calls `done`.
-  void collect(Done done) override;
+  // Reads sysfs and runs one netlink dump (bounded by netlink_timeout), on a worker thread.
+  CollectResult collect_blocking() override;
 
  private:
   CollectResult run();
