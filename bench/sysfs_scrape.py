@@ -12,13 +12,17 @@ them is scraped SCRAPES times at RATE per second while the others idle:
 - "ibfabricd (scrape only)" collects once an hour, so its CPU per scrape is what serving a
   scrape costs: ibfabricd renders its latest snapshot and never reads sysfs for a scrape.
 Measured per round: CPU seconds of the scraped process (utime + stime from /proc/PID/stat) per
-scrape, client-side scrape latency, and resident memory at the end. Printed: medians over the
-rounds and the ratios node_exporter / ibfabricd.
+scrape, client-side scrape latency, bytes of the response body (on the wire) and resident memory
+at the end. Printed: medians over the rounds and the ratios node_exporter / ibfabricd.
 
-Usage: bench/sysfs_scrape.py [--rounds 5] [--scrapes 100] [--rate 10] [--ibfabricd PATH]
+With --gzip every scrape sends `Accept-Encoding: gzip` as Prometheus does; both exporters then
+answer gzip (node_exporter compresses each response; ibfabricd compresses a snapshot once).
+
+Usage: bench/sysfs_scrape.py [--rounds 5] [--scrapes 100] [--rate 10] [--gzip] [--ibfabricd PATH]
 """
 
 import argparse
+import gzip
 import os
 import socket
 import statistics
@@ -68,22 +72,32 @@ def wait_up(url, proc):
     raise SystemExit("%s did not come up" % url)
 
 
-def scrape_round(url, pid, scrapes, rate):
+def scrape_round(url, pid, scrapes, rate, compressed=False):
     period = 1.0 / rate
     latencies = []
     samples = 0
+    wire = 0
+    headers = {"Accept-Encoding": "gzip"} if compressed else {}
     cpu0 = cpu_seconds(pid)
     next_at = time.monotonic()
     for _ in range(scrapes):
         next_at += period
         t0 = time.perf_counter()
-        body = urllib.request.urlopen(url, timeout=10).read()
+        with urllib.request.urlopen(urllib.request.Request(url, headers=headers),
+                                    timeout=10) as response:
+            body = response.read()
+            encoding = response.headers.get("Content-Encoding", "")
         latencies.append(time.perf_counter() - t0)
+        if compressed and encoding != "gzip":
+            raise SystemExit("%s answered %r to Accept-Encoding: gzip" % (url, encoding))
+        wire = len(body)
+        if encoding == "gzip":
+            body = gzip.decompress(body)
         samples = sum(1 for line in body.splitlines() if line and not line.startswith(b"#"))
         time.sleep(max(0.0, next_at - time.monotonic()))
     cpu = cpu_seconds(pid) - cpu0
     return {"cpu_per_scrape": cpu / scrapes, "latency": statistics.median(latencies),
-            "rss": rss_mib(pid), "samples": samples}
+            "rss": rss_mib(pid), "samples": samples, "bytes": wire}
 
 
 def main():
@@ -91,6 +105,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--scrapes", type=int, default=100)
     ap.add_argument("--rate", type=float, default=10.0)
+    ap.add_argument("--gzip", action="store_true", help="scrape with Accept-Encoding: gzip")
     ap.add_argument("--ibfabricd", default=os.path.join(HERE, "..", "build", "daemon", "ibfabricd"))
     a = ap.parse_args()
 
@@ -122,11 +137,12 @@ def main():
     try:
         for name in procs:
             wait_up(urls[name], procs[name])
-            scrape_round(urls[name], procs[name].pid, 10, a.rate)  # warm-up
+            scrape_round(urls[name], procs[name].pid, 10, a.rate, a.gzip)  # warm-up
         for r in range(a.rounds):
             order = list(procs) if r % 2 == 0 else list(reversed(list(procs)))  # alternate
             for name in order:
-                results[name].append(scrape_round(urls[name], procs[name].pid, a.scrapes, a.rate))
+                results[name].append(
+                    scrape_round(urls[name], procs[name].pid, a.scrapes, a.rate, a.gzip))
     finally:
         for p in procs.values():
             p.terminate()
@@ -137,18 +153,24 @@ def main():
         return statistics.median(x[key] for x in results[name])
 
     print("sysfs tree: 8 HCAs x 2 ports (bench/make_sysfs_tree.py); %d rounds x %d scrapes at "
-          "%.0f/s, alternating" % (a.rounds, a.scrapes, a.rate))
-    print("%-24s %8s %14s %11s %8s" % ("", "samples", "CPU ms/scrape", "latency ms", "RSS MiB"))
+          "%.0f/s, alternating%s" % (a.rounds, a.scrapes, a.rate,
+                                      ", Accept-Encoding: gzip" if a.gzip else ""))
+    print("%-24s %8s %10s %14s %11s %8s" % ("", "samples", "bytes", "CPU ms/scrape", "latency ms",
+                                            "RSS MiB"))
     for name in procs:
-        print("%-24s %8d %14.3f %11.3f %8.1f" % (
-            name, results[name][-1]["samples"], med(name, "cpu_per_scrape") * 1e3,
-            med(name, "latency") * 1e3, med(name, "rss")))
+        print("%-24s %8d %10d %14.3f %11.3f %8.1f" % (
+            name, results[name][-1]["samples"], med(name, "bytes"),
+            med(name, "cpu_per_scrape") * 1e3, med(name, "latency") * 1e3, med(name, "rss")))
     ne = "node_exporter"
     for ib in ("ibfabricd", "ibfabricd (scrape only)"):
         cpu_ib = med(ib, "cpu_per_scrape")
-        print("ratio node_exporter / %s: CPU per scrape %s, latency %.1fx, RSS %.1fx" % (
-            ib, "%.1fx" % (med(ne, "cpu_per_scrape") / cpu_ib) if cpu_ib > 0 else "inf (0 ticks)",
-            med(ne, "latency") / med(ib, "latency"), med(ne, "rss") / med(ib, "rss")))
+        print("ratio node_exporter / %s: CPU per scrape %s, latency %.1fx, RSS %.1fx, "
+              "bytes per sample %.2fx" % (
+                  ib, "%.1fx" % (med(ne, "cpu_per_scrape") / cpu_ib) if cpu_ib > 0
+                  else "inf (0 ticks)",
+                  med(ne, "latency") / med(ib, "latency"), med(ne, "rss") / med(ib, "rss"),
+                  (med(ne, "bytes") / results[ne][-1]["samples"])
+                  / (med(ib, "bytes") / results[ib][-1]["samples"])))
     print("(CPU time has the kernel's clock-tick resolution, 1/%d s; per-scrape figures are "
           "round totals divided by %d scrapes)" % (CLK_TCK, a.scrapes))
 

@@ -1,41 +1,99 @@
 #include "collectors/metrics.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
 
 namespace ibfabric {
 
-prometheus::MetricFamily& MetricsBuilder::family(std::string_view name, std::string_view help,
-                                                 prometheus::MetricType type) {
-  auto [it, inserted] = index_.try_emplace(std::string(name), families_.size());
-  if (inserted) {
-    families_.push_back(prometheus::MetricFamily{std::string(name), std::string(help), type, {}});
+void append_escaped(std::string& out, std::string_view text, bool quote) {
+  for (char c : text) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (quote && c == '"') {
+      out += "\\\"";
+    } else {
+      out += c;
+    }
+  }
+}
+
+Labels LabelSet::labels() const {
+  Labels out;
+  std::size_t i = 0;
+  const std::string& t = text_;
+  while (i < t.size()) {
+    auto eq = t.find('=', i);
+    if (eq == std::string::npos || eq + 1 >= t.size()) break;
+    std::string name = t.substr(i, eq - i);
+    std::string value;
+    std::size_t j = eq + 2;  // past `="`
+    for (; j < t.size() && t[j] != '"'; ++j) {
+      if (t[j] == '\\' && j + 1 < t.size()) {
+        ++j;
+        value += t[j] == 'n' ? '\n' : t[j];
+      } else {
+        value += t[j];
+      }
+    }
+    out.emplace_back(std::move(name), std::move(value));
+    i = j + 2;  // past `",`
+  }
+  return out;
+}
+
+std::optional<std::string> LabelSet::get(std::string_view name) const {
+  for (auto& [k, v] : labels()) {
+    if (k == name) return v;
+  }
+  return std::nullopt;
+}
+
+MetricsBuilder::MetricsBuilder() : arena_(std::make_shared<LabelArena>()) {}
+
+MetricsBuilder::FamilyId MetricsBuilder::family(std::string_view name, std::string_view help,
+                                                prometheus::MetricType type) {
+  auto it = index_.find(name);
+  if (it == index_.end()) {
+    it = index_.emplace(std::string(name), families_.size()).first;
+    auto& fam = families_.emplace_back();
+    fam.name = std::string(name);
+    fam.help = std::string(help);
+    fam.type = type;
   }
   auto& fam = families_[it->second];
   if (fam.type != type) {
     throw std::logic_error("metric " + std::string(name) + " added with two different types");
   }
-  return fam;
+  return it->second;
 }
 
-prometheus::ClientMetric& MetricsBuilder::add(std::string_view name, std::string_view help,
-                                              prometheus::MetricType type, const Labels& labels) {
-  auto& fam = family(name, help, type);
-  auto& metric = fam.metric.emplace_back();
-  metric.label.reserve(labels.size());
-  for (const auto& [k, v] : labels) metric.label.push_back({k, v});
-  return metric;
+const LabelSet* MetricsBuilder::labels(const Labels& labels) {
+  scratch_.clear();
+  for (const auto& [k, v] : labels) {
+    if (!scratch_.empty()) scratch_ += ',';
+    scratch_ += k;
+    scratch_ += "=\"";
+    append_escaped(scratch_, v, true);
+    scratch_ += '"';
+  }
+  if (auto it = interned_.find(scratch_); it != interned_.end()) return it->second;
+  const LabelSet& set = arena_->sets.emplace_back(scratch_);
+  interned_.emplace(set.text(), &set);
+  return &set;
 }
 
 void MetricsBuilder::gauge(std::string_view name, std::string_view help, const Labels& labels,
                            double value) {
-  add(name, help, prometheus::MetricType::Gauge, labels).gauge.value = value;
+  add(family(name, help, prometheus::MetricType::Gauge), this->labels(labels), value);
 }
 
 void MetricsBuilder::counter(std::string_view name, std::string_view help, const Labels& labels,
                              double value) {
-  add(name, help, prometheus::MetricType::Counter, labels).counter.value = value;
+  add(family(name, help, prometheus::MetricType::Counter), this->labels(labels), value);
 }
 
 void MetricsBuilder::info(std::string_view name, std::string_view help, const Labels& labels) {
@@ -49,13 +107,9 @@ void MetricsBuilder::histogram(std::string_view name, std::string_view help, con
   if (bounds.size() != bucket_counts.size()) {
     throw std::logic_error("histogram " + std::string(name) + ": bounds and counts differ");
   }
-  auto& h = add(name, help, prometheus::MetricType::Histogram, labels).histogram;
-  h.sample_count = count;
-  h.sample_sum = sum;
-  for (std::size_t i = 0; i < bounds.size(); ++i) {
-    h.bucket.push_back({bucket_counts[i], bounds[i]});
-  }
-  h.bucket.push_back({count, std::numeric_limits<double>::infinity()});
+  auto id = family(name, help, prometheus::MetricType::Histogram);
+  add(id, this->labels(labels), 0);
+  families_[id].histograms.push_back(HistogramValue{bounds, bucket_counts, count, sum});
 }
 
 void MetricsBuilder::declare(std::string_view name, std::string_view help,
@@ -63,19 +117,35 @@ void MetricsBuilder::declare(std::string_view name, std::string_view help,
   family(name, help, type);
 }
 
-MetricFamilies MetricsBuilder::take() && { return std::move(families_); }
+MetricFamilies MetricsBuilder::take() && {
+  for (auto& fam : families_) {
+    fam.samples.shrink_to_fit();
+    if (!fam.samples.empty()) fam.arenas.push_back(arena_);
+  }
+  interned_.clear();
+  return std::move(families_);
+}
 
-void merge_families(MetricFamilies& into, const MetricFamilies& more) {
-  std::unordered_map<std::string, std::size_t> index;
+void merge_families(MetricFamilies& into, MetricFamilies more) {
+  // Reserved first: the index holds views of the names in `into`.
+  into.reserve(into.size() + more.size());
+  std::unordered_map<std::string_view, std::size_t> index;
   for (std::size_t i = 0; i < into.size(); ++i) index.emplace(into[i].name, i);
-  for (const auto& fam : more) {
+  for (auto& fam : more) {
     auto it = index.find(fam.name);
     if (it == index.end()) {
-      into.push_back(fam);
+      into.push_back(std::move(fam));
       index.emplace(into.back().name, into.size() - 1);
-    } else {
-      auto& dst = into[it->second].metric;
-      dst.insert(dst.end(), fam.metric.begin(), fam.metric.end());
+      continue;
+    }
+    auto& dst = into[it->second];
+    dst.samples.insert(dst.samples.end(), fam.samples.begin(), fam.samples.end());
+    dst.histograms.insert(dst.histograms.end(), std::make_move_iterator(fam.histograms.begin()),
+                          std::make_move_iterator(fam.histograms.end()));
+    for (auto& arena : fam.arenas) {
+      if (std::find(dst.arenas.begin(), dst.arenas.end(), arena) == dst.arenas.end()) {
+        dst.arenas.push_back(std::move(arena));
+      }
     }
   }
 }

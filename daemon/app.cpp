@@ -153,6 +153,12 @@ void App::apply_log_level(const std::string& level) {
 
 std::string App::render() { return render_text(store_.all(), live_metrics_); }
 
+ScrapeResponse App::scrape(const ScrapeRequest& request) {
+  std::vector<std::string> collectors;
+  for (const auto& runner : runners_) collectors.push_back(runner->name());
+  return exporter_.scrape(request, store_.named(), collectors, live_metrics_);
+}
+
 int App::run() {
   try {
     config_ = load_config();
@@ -214,7 +220,8 @@ int App::serve() {
       }
       return waiting;
     };
-    http_ = std::make_unique<HttpServer>(io_, std::move(http_options), [this] { return render(); });
+    http_ = std::make_unique<HttpServer>(io_, std::move(http_options),
+                                         [this](const ScrapeRequest& r) { return scrape(r); });
   } catch (const std::exception& e) {
     spdlog::critical("msg=\"cannot start the metrics endpoint\" error=\"{}\"", e.what());
     return 1;

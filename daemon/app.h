@@ -42,6 +42,7 @@ class App {
   // The web config file named by `config` (plain HTTP when none); throws ConfigError.
   static WebConfig load_web(const DaemonConfig& config);
   std::string render();
+  ScrapeResponse scrape(const ScrapeRequest& request);
   void apply_log_level(const std::string& level);
 
   int check_config();
@@ -61,6 +62,7 @@ class App {
   // Per collector name, kept across reloads: one outstanding run per collector, ever.
   std::map<std::string, std::shared_ptr<RunSlot>> run_slots_;
   std::vector<LiveMetrics> live_metrics_;
+  Exporter exporter_;
   std::unique_ptr<HttpServer> http_;
   DaemonConfig config_;
   WebConfig web_;

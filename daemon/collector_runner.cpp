@@ -251,7 +251,7 @@ void CollectorRunner::publish(bool success, MetricFamilies metrics) {
 
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->families = std::move(health).take();
-  merge_families(snapshot->families, metrics);
+  merge_families(snapshot->families, std::move(metrics));
   store_.publish(name_, std::move(snapshot));
 }
 

@@ -29,6 +29,11 @@ std::vector<SnapshotPtr> SnapshotStore::all() const {
   return out;
 }
 
+std::vector<std::pair<std::string, SnapshotPtr>> SnapshotStore::named() const {
+  std::lock_guard lock(mutex_);
+  return entries_;
+}
+
 }  // namespace ibfabric
 
 namespace ibfabric {

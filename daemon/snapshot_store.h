@@ -18,6 +18,8 @@ class SnapshotStore {
   void remove(const std::string& collector);
   // In the order collectors first published.
   std::vector<SnapshotPtr> all() const;
+  // The same, with each collector's name (for collect[]).
+  std::vector<std::pair<std::string, SnapshotPtr>> named() const;
   // Whether `collector` has published at least once since start (a later remove() does not
   // undo it: a reload that rebuilds a collector does not make the daemon unready).
   bool published(const std::string& collector) const;

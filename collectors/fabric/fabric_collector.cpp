@@ -350,7 +350,9 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       } else {
         ++ports_ok;
       }
-      Labels l{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
+      // One interned label set for every series of the port.
+      const Labels labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
+      const LabelSet* l = out.labels(labels);
       if (pr.port_info) {
         auto pi = *pr.port_info;
         // External ports of a switch carry no CapabilityMask; port 0's applies.
@@ -382,7 +384,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
         const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
         if (v.saturated && *v.saturated) {
-          Labels sl = l;
+          Labels sl = labels;
           sl.emplace_back("counter", std::string(v.def->pma_name));
           out.gauge("ibfabric_fabric_port_counter_saturated",
                     "Present (value 1) only for a counter read from 32-bit PortCounters that is "
@@ -390,7 +392,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
                     sl, 1);
         }
       }
-      ports::add_detail_counters(out, "ibfabric_fabric_port_", l, pr.details,
+      ports::add_detail_counters(out, "ibfabric_fabric_port_", labels, pr.details,
                                  [this](std::string_view m) { return c_.exported(m); });
     }
   }

@@ -492,6 +492,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     res.keep_alive(req.keep_alive());
     res.set(http::field::server, std::string("ibfabricd/") + kVersion);
     std::string_view target = path_of(req);
+    std::string_view full(req.target().data(), req.target().size());
+    auto question = full.find('?');
+    std::string_view query = question == std::string_view::npos ? "" : full.substr(question + 1);
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       ++stats_.bad_method;
       res.result(http::status::method_not_allowed);
@@ -499,10 +502,20 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       res.set(http::field::content_type, "text/plain; charset=utf-8");
       res.body() = "method not allowed: use GET\n";
     } else if (target == "/metrics") {
-      ++stats_.ok;
-      res.result(http::status::ok);
-      res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-      res.body() = render_();
+      auto accept = req[http::field::accept_encoding];
+      auto scrape = render_(ScrapeRequest{query, std::string_view(accept.data(), accept.size())});
+      res.set(http::field::vary, "Accept-Encoding");
+      if (scrape.status != 200) {
+        ++stats_.bad_request;  // a bad collect[]: node_exporter answers 400 too
+        res.result(http::status::bad_request);
+        res.set(http::field::content_type, "text/plain; charset=utf-8");
+      } else {
+        ++stats_.ok;
+        res.result(http::status::ok);
+        res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+        if (scrape.gzip) res.set(http::field::content_encoding, "gzip");
+      }
+      res.body() = std::move(scrape.body);
     } else if (target == "/") {
       ++stats_.ok;
       res.result(http::status::ok);

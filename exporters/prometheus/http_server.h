@@ -8,6 +8,7 @@
 // worker thread so that a flood of bad passwords never stalls the event loop.
 
 #include "config/config.h"
+#include "exporters/prometheus/render.h"
 #include "exporters/prometheus/web_config.h"
 
 #include <boost/asio/io_context.hpp>
@@ -35,7 +36,8 @@ struct HttpServerOptions {
 
 class HttpServer {
  public:
-  using RenderMetrics = std::function<std::string()>;
+  // Serves /metrics: gets the query string and Accept-Encoding.
+  using RenderMetrics = std::function<ScrapeResponse(const ScrapeRequest&)>;
   // Binds and listens; throws std::runtime_error naming the address when it cannot.
   HttpServer(boost::asio::io_context& io, HttpServerOptions options, RenderMetrics render);
   ~HttpServer();

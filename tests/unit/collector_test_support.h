@@ -26,25 +26,25 @@ inline CollectResult collect(Collector& collector) {
   return result ? std::move(*result) : CollectResult{};
 }
 
-inline std::map<std::string, std::string> label_map(const prometheus::ClientMetric& metric) {
+inline std::map<std::string, std::string> label_map(const Sample& sample) {
   std::map<std::string, std::string> out;
-  for (const auto& label : metric.label) out[label.name] = label.value;
+  for (const auto& [name, value] : sample.labels->labels()) out[name] = value;
   return out;
 }
 
-inline bool has_labels(const prometheus::ClientMetric& metric, const Labels& labels) {
+inline bool has_labels(const Sample& sample, const Labels& labels) {
+  const auto have = sample.labels->labels();
   for (const auto& [name, value] : labels) {
     bool found = false;
-    for (const auto& label : metric.label) {
-      if (label.name == name) found = label.value == value;
+    for (const auto& [n, v] : have) {
+      if (n == name) found = v == value;
     }
     if (!found) return false;
   }
   return true;
 }
 
-inline const prometheus::MetricFamily* family(const MetricFamilies& families,
-                                              const std::string& name) {
+inline const MetricFamily* family(const MetricFamilies& families, const std::string& name) {
   for (const auto& f : families) {
     if (f.name == name) return &f;
   }
@@ -52,13 +52,12 @@ inline const prometheus::MetricFamily* family(const MetricFamilies& families,
 }
 
 // The samples of `name` carrying all of `labels`.
-inline std::vector<const prometheus::ClientMetric*> samples(const MetricFamilies& families,
-                                                            const std::string& name,
-                                                            const Labels& labels = {}) {
-  std::vector<const prometheus::ClientMetric*> out;
+inline std::vector<const Sample*> samples(const MetricFamilies& families, const std::string& name,
+                                          const Labels& labels = {}) {
+  std::vector<const Sample*> out;
   if (const auto* f = family(families, name)) {
-    for (const auto& metric : f->metric) {
-      if (has_labels(metric, labels)) out.push_back(&metric);
+    for (const auto& sample : f->samples) {
+      if (has_labels(sample, labels)) out.push_back(&sample);
     }
   }
   return out;
@@ -70,9 +69,7 @@ inline std::optional<double> value(const MetricFamilies& families, const std::st
   auto found = samples(families, name, labels);
   if (found.empty()) return std::nullopt;
   EXPECT_EQ(found.size(), 1u) << name << " has several samples with these labels";
-  const auto* f = family(families, name);
-  return f->type == prometheus::MetricType::Counter ? found[0]->counter.value
-                                                    : found[0]->gauge.value;
+  return found[0]->value;
 }
 
 inline std::map<std::string, std::string> info(const MetricFamilies& families,
@@ -80,7 +77,7 @@ inline std::map<std::string, std::string> info(const MetricFamilies& families,
   auto found = samples(families, name, labels);
   EXPECT_EQ(found.size(), 1u) << name;
   if (found.size() != 1) return {};
-  EXPECT_EQ(found[0]->gauge.value, 1);
+  EXPECT_EQ(found[0]->value, 1);
   return label_map(*found[0]);
 }
 

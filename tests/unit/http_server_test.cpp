@@ -51,7 +51,9 @@ TEST(HttpServer, ReadyWaitsForEveryCollectorAndHealthyDoesNot) {
     if (published < 2) waiting.push_back("sm");
     return waiting;
   };
-  HttpServer server(io, options, [] { return std::string("up 1\n"); });
+  HttpServer server(io, options, [](const ScrapeRequest&) {
+    return ScrapeResponse{200, "up 1\n", false};
+  });
   std::vector<Reply> replies;
   std::thread client([&] {
     replies.push_back(get(server.port(), "/-/ready"));
@@ -78,7 +80,9 @@ TEST(HttpServer, ReadyWithoutACallbackIsReady) {
   asio::io_context io;
   HttpServerOptions options;
   options.listen_address = "127.0.0.1:0";
-  HttpServer server(io, options, [] { return std::string("up 1\n"); });
+  HttpServer server(io, options, [](const ScrapeRequest&) {
+    return ScrapeResponse{200, "up 1\n", false};
+  });
   Reply reply;
   std::thread client([&] {
     reply = get(server.port(), "/-/ready");

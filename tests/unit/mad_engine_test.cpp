@@ -164,9 +164,9 @@ TEST(Engine, RefusesSetMethodsAndBadRoutesWithoutSending) {
   double refused = 0;
   for (const auto& f : families) {
     if (f.name != "ibfabric_mad_requests_total") continue;
-    for (const auto& m : f.metric) {
-      for (const auto& l : m.label) {
-        if (l.name == "result" && l.value == "refused") refused += m.counter.value;
+    for (const auto& m : f.samples) {
+      for (const auto& [name, value] : m.labels->labels()) {
+        if (name == "result" && value == "refused") refused += m.value;
       }
     }
   }

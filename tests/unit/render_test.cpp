@@ -2,6 +2,7 @@
 #include "collectors/metrics.h"
 
 #include <gtest/gtest.h>
+#include <zlib.h>
 
 namespace ibfabric {
 namespace {
@@ -20,9 +21,9 @@ TEST(MetricsBuilder, KeepsSamplesOfAFamilyTogether) {
   auto families = std::move(b).take();
   ASSERT_EQ(families.size(), 2u);
   EXPECT_EQ(families[0].name, "a");
-  ASSERT_EQ(families[0].metric.size(), 2u);
-  EXPECT_EQ(families[0].metric[1].gauge.value, 3);
-  EXPECT_EQ(families[1].metric[0].counter.value, 2);
+  ASSERT_EQ(families[0].samples.size(), 2u);
+  EXPECT_EQ(families[0].samples[1].value, 3);
+  EXPECT_EQ(families[1].samples[0].value, 2);
 }
 
 TEST(MetricsBuilder, RejectsOneNameWithTwoTypes) {
@@ -84,23 +85,214 @@ TEST(ProcessMetrics, ReportsThisProcess) {
   }
 }
 
-TEST(Render, ASnapshotsOwnFamiliesAreRenderedOnceAndReused) {
-  MetricsBuilder one;
-  one.gauge("ibfabric_collector_success", "ok", {{"collector", "one"}}, 1);
-  one.counter("x_total", "x", {{"port", "1"}}, 5);
+TEST(MetricsBuilder, InternsLabelSetsAcrossFamilies) {
+  MetricsBuilder b;
+  b.counter("a_total", "a", {{"node_guid", "0x1"}, {"port", "1"}}, 1);
+  b.counter("b_total", "b", {{"node_guid", "0x1"}, {"port", "1"}}, 2);
+  b.counter("b_total", "b", {{"node_guid", "0x1"}, {"port", "2"}}, 3);
+  auto families = std::move(b).take();
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(families[0].samples[0].labels, families[1].samples[0].labels);
+  EXPECT_NE(families[1].samples[0].labels, families[1].samples[1].labels);
+  EXPECT_EQ(families[1].samples[1].labels->text(), "node_guid=\"0x1\",port=\"2\"");
+}
+
+TEST(MetricsBuilder, DeclareOncePathRendersLikeThePerSampleCalls) {
+  MetricsBuilder slow;
+  slow.gauge("x", "help", {{"a", "1"}}, 1);
+  slow.gauge("x", "help", {{"a", "2"}}, 2);
+  MetricsBuilder fast;
+  auto id = fast.family("x", "help", prometheus::MetricType::Gauge);
+  fast.add(id, fast.labels({{"a", "1"}}), 1);
+  fast.add(id, fast.labels({{"a", "2"}}), 2);
+  EXPECT_EQ(render_text({snapshot(std::move(slow))}, {}),
+            render_text({snapshot(std::move(fast))}, {}));
+  MetricsBuilder clash;
+  clash.family("y", "", prometheus::MetricType::Gauge);
+  EXPECT_THROW(clash.family("y", "", prometheus::MetricType::Counter), std::logic_error);
+}
+
+TEST(LabelSet, ReadsBackEscapedValues) {
+  MetricsBuilder b;
+  Labels labels{{"desc", "node \"a\"\\b\nc"}, {"empty", ""}, {"eq", "a=b,c"}};
+  EXPECT_EQ(b.labels(labels)->labels(), labels);
+  EXPECT_EQ(b.labels(labels)->get("eq"), "a=b,c");
+  EXPECT_EQ(b.labels({})->text(), "");
+  EXPECT_TRUE(b.labels({})->labels().empty());
+}
+
+TEST(MergeFamilies, ConcatenatesSamplesAndKeepsTheirLabelsAlive) {
+  MetricFamilies into;
+  {
+    MetricsBuilder one;
+    one.gauge("shared", "s", {{"c", "one"}}, 1);
+    into = std::move(one).take();
+  }
   MetricsBuilder two;
-  two.gauge("ibfabric_collector_success", "ok", {{"collector", "two"}}, 0);
-  auto first = std::make_shared<Snapshot>();
-  first->families = std::move(one).take();
-  std::vector<SnapshotPtr> snapshots{first, snapshot(std::move(two))};
-  std::string text = render_text(snapshots, {});
-  // The family only this snapshot has is cached; the one both have is rendered every time.
-  ASSERT_EQ(first->rendered.size(), 2u);
-  EXPECT_EQ(first->rendered[0], "");
-  EXPECT_EQ(first->rendered[1],
-            "# HELP x_total x\n# TYPE x_total counter\nx_total{port=\"1\"} 5\n");
-  EXPECT_EQ(render_text(snapshots, {}), text);
-  EXPECT_NE(text.find("ibfabric_collector_success{collector=\"two\"} 0\n"), std::string::npos);
+  two.gauge("shared", "s", {{"c", "two"}}, 2);
+  two.histogram("h_seconds", "h", {{"c", "two"}}, {1}, {1}, 2, 3);
+  merge_families(into, std::move(two).take());
+  ASSERT_EQ(into.size(), 2u);
+  ASSERT_EQ(into[0].samples.size(), 2u);
+  EXPECT_EQ(into[0].samples[1].labels->text(), "c=\"two\"");
+  EXPECT_EQ(into[0].arenas.size(), 2u);
+  ASSERT_EQ(into[1].histograms.size(), 1u);
+  EXPECT_EQ(into[1].histograms[0].sum, 3);
+}
+
+// Inflates a gzip body; fails the test on anything but exactly one complete gzip member.
+std::string gunzip(const std::string& body) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(body.data()));
+  z.avail_in = static_cast<uInt>(body.size());
+  std::string out;
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    char buffer[4096];
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    rc = inflate(&z, Z_NO_FLUSH);
+    out.append(buffer, sizeof buffer - z.avail_out);
+  }
+  EXPECT_EQ(rc, Z_STREAM_END) << z.msg;
+  EXPECT_EQ(z.avail_in, 0u) << "bytes after the gzip member";
+  inflateEnd(&z);
+  return out;
+}
+
+struct ExporterFixture {
+  ExporterFixture() {
+    MetricsBuilder a;
+    a.gauge("ibfabric_collector_success", "ok", {{"collector", "sysfs"}}, 1);
+    a.counter("ibfabric_sysfs_x_total", "x", {{"port", "1"}}, 5);
+    a.info("ibfabric_sysfs_y_info", "y", {{"desc", "a\"b"}});
+    MetricsBuilder f;
+    f.gauge("ibfabric_collector_success", "ok", {{"collector", "fabric"}}, 1);
+    for (int port = 1; port <= 3000; ++port) {
+      Labels l{{"node_guid", hex_guid(0x2c9000000000ull + static_cast<unsigned>(port / 36))},
+               {"port", std::to_string(port % 36 + 1)}};
+      f.counter("ibfabric_fabric_port_receive_bytes_total", "rx", l, port * 4096.0);
+      f.counter("ibfabric_fabric_port_transmit_bytes_total", "tx", l, port * 1e12);
+    }
+    f.histogram("ibfabric_fabric_h_seconds", "h", {}, {0.5}, {1}, 2, 0.75);
+    snapshots = {{"sysfs", snapshot(std::move(a))}, {"fabric", snapshot(std::move(f))}};
+  }
+  std::vector<SnapshotPtr> pointers() const { return {snapshots[0].second, snapshots[1].second}; }
+  ScrapeResponse scrape(std::string_view query, std::string_view encoding) {
+    return exporter.scrape({query, encoding}, snapshots, {"sysfs", "fabric"}, live);
+  }
+  Exporter::NamedSnapshots snapshots;
+  double requests = 1;  // a live value the test changes between scrapes
+  std::vector<LiveMetrics> live{[this](MetricsBuilder& out) {
+    out.counter("ibfabric_http_requests_total", "live", {}, requests);
+  }};
+  Exporter exporter;
+};
+
+TEST(Exporter, GzipInflatesToTheIdentityTextAndIsCachedPerSnapshot) {
+  ExporterFixture f;
+  auto identity = f.scrape("", "");
+  ASSERT_EQ(identity.status, 200u);
+  EXPECT_FALSE(identity.gzip);
+  EXPECT_EQ(identity.body, render_text(f.pointers(), f.live));
+  auto gz = f.scrape("", "gzip");
+  ASSERT_TRUE(gz.gzip);
+  EXPECT_LT(gz.body.size() * 5, identity.body.size());
+  EXPECT_EQ(gunzip(gz.body), identity.body);
+
+  // Again: the snapshots' deflate comes from the cache, the live part is new.
+  std::size_t cached = f.exporter.cached_bytes();
+  EXPECT_GT(cached, 0u);
+  f.requests = 4;
+  auto again = f.scrape("", "deflate, gzip;q=0.8");
+  ASSERT_TRUE(again.gzip);
+  EXPECT_EQ(f.exporter.cached_bytes(), cached);
+  EXPECT_EQ(gunzip(again.body), render_text(f.pointers(), f.live));
+  EXPECT_NE(gunzip(again.body).find("ibfabric_http_requests_total 4\n"), std::string::npos);
+
+  // A replaced snapshot is rendered anew and the old one's cache is dropped.
+  MetricsBuilder b;
+  b.gauge("ibfabric_collector_success", "ok", {{"collector", "fabric"}}, 0);
+  b.gauge("ibfabric_fabric_new", "n", {}, 7);
+  f.snapshots[1].second = snapshot(std::move(b));
+  auto replaced = gunzip(f.scrape("", "gzip").body);
+  EXPECT_EQ(replaced.find("receive_bytes"), std::string::npos);
+  EXPECT_NE(replaced.find("ibfabric_fabric_new 7\n"), std::string::npos);
+  EXPECT_LT(f.exporter.cached_bytes(), cached);
+  EXPECT_EQ(f.scrape("", "").body.find("receive_bytes"), std::string::npos);
+}
+
+TEST(Exporter, AcceptEncoding) {
+  EXPECT_TRUE(accepts_gzip("gzip"));
+  EXPECT_TRUE(accepts_gzip("GZip"));
+  EXPECT_TRUE(accepts_gzip("x-gzip"));
+  EXPECT_TRUE(accepts_gzip("deflate, gzip;q=0.5"));
+  EXPECT_TRUE(accepts_gzip("gzip ; q=1.0 ,identity"));
+  EXPECT_TRUE(accepts_gzip("*"));
+  EXPECT_TRUE(accepts_gzip("gzip;q=0.001"));
+  EXPECT_FALSE(accepts_gzip(""));
+  EXPECT_FALSE(accepts_gzip("identity"));
+  EXPECT_FALSE(accepts_gzip("deflate, br"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0.000"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=0, *"));  // named gzip wins over *
+  EXPECT_FALSE(accepts_gzip("*;q=0"));
+  EXPECT_FALSE(accepts_gzip("gzip;q=abc"));
+  EXPECT_FALSE(accepts_gzip("gzipx"));
+}
+
+TEST(Exporter, CollectNamesCollectorsAndSelf) {
+  ExporterFixture f;
+  auto only = f.scrape("collect[]=sysfs", "");
+  ASSERT_EQ(only.status, 200u);
+  EXPECT_NE(only.body.find("ibfabric_sysfs_x_total{port=\"1\"} 5\n"), std::string::npos);
+  EXPECT_NE(only.body.find("ibfabric_collector_success{collector=\"sysfs\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(only.body.find("collector=\"fabric\""), std::string::npos) << only.body;
+  EXPECT_EQ(only.body.find("ibfabric_fabric_"), std::string::npos);
+  EXPECT_EQ(only.body.find("ibfabric_http_requests_total"), std::string::npos);
+  EXPECT_EQ(only.body.find("# TYPE ibfabric_collector_success gauge"),
+            only.body.rfind("# TYPE ibfabric_collector_success gauge"));
+
+  // URL-encoded as Prometheus sends it, several names, and self; gzip the same.
+  auto two = f.scrape("collect%5B%5D=fabric&collect%5B%5D=self&other=1", "gzip");
+  ASSERT_EQ(two.status, 200u);
+  std::string text = gunzip(two.body);
+  EXPECT_EQ(text.find("sysfs"), std::string::npos);
+  EXPECT_NE(text.find("ibfabric_collector_success{collector=\"fabric\"} 1\n"), std::string::npos);
+  EXPECT_NE(text.find("ibfabric_fabric_port_receive_bytes_total{"), std::string::npos);
+  EXPECT_NE(text.find("ibfabric_http_requests_total "), std::string::npos);
+
+  auto rest = f.scrape("exclude[]=fabric", "");
+  ASSERT_EQ(rest.status, 200u);
+  EXPECT_EQ(rest.body.find("collector=\"fabric\""), std::string::npos);
+  EXPECT_EQ(rest.body.find("ibfabric_fabric_"), std::string::npos);
+  EXPECT_NE(rest.body.find("ibfabric_sysfs_x_total"), std::string::npos);
+  EXPECT_NE(rest.body.find("ibfabric_http_requests_total "), std::string::npos);
+
+  // A filtered scrape and a full one share the fabric snapshot's cached deflate.
+  f.scrape("", "gzip");
+  std::size_t cached = f.exporter.cached_bytes();
+  f.scrape("collect[]=fabric", "gzip");
+  f.scrape("", "gzip");
+  EXPECT_EQ(f.exporter.cached_bytes(), cached);
+}
+
+TEST(Exporter, BadCollectIsA400WithTheReason) {
+  ExporterFixture f;
+  auto unknown = f.scrape("collect[]=fabrik", "gzip");
+  EXPECT_EQ(unknown.status, 400u);
+  EXPECT_FALSE(unknown.gzip);
+  EXPECT_NE(unknown.body.find("unknown collector \"fabrik\" in collect[]"), std::string::npos)
+      << unknown.body;
+  EXPECT_NE(unknown.body.find("enabled: sysfs, fabric"), std::string::npos) << unknown.body;
+  EXPECT_EQ(f.scrape("exclude[]=nope", "").status, 400u);
+  auto both = f.scrape("collect[]=sysfs&exclude[]=fabric", "");
+  EXPECT_EQ(both.status, 400u);
+  EXPECT_NE(both.body.find("cannot be used together"), std::string::npos);
+  EXPECT_EQ(f.scrape("collect[]=", "").status, 400u);
+  EXPECT_EQ(f.scrape("collect%5=sysfs", "").status, 400u);
 }
 
 }  // namespace

@@ -350,7 +350,7 @@ TEST(SriovCollector, VfsThatGoAwayLeaveNoSeries) {
   auto vf_series = [](const MetricFamilies& m, const std::string& vf) {
     std::size_t n = 0;
     for (const auto& f : m) {
-      for (const auto& metric : f.metric) {
+      for (const auto& metric : f.samples) {
         if (has_labels(metric, {{"vf", vf}})) ++n;
       }
     }
@@ -405,7 +405,7 @@ TEST(SriovCollector, APfThatGoesAwayLeavesNoSeries) {
   fs::remove(root / "class/infiniband/mlx5_0");
   auto after = collect(*collector);
   EXPECT_TRUE(after.success);
-  for (const auto& f : after.metrics) EXPECT_TRUE(f.metric.empty()) << f.name;
+  for (const auto& f : after.metrics) EXPECT_TRUE(f.samples.empty()) << f.name;
 }
 
 TEST(SriovCollector, ConfigKeys) {

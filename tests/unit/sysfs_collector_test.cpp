@@ -496,7 +496,7 @@ TEST(SysfsCollector, BrokenFilesCostOnlyTheirOwnValues) {
   EXPECT_EQ(value(m, "ibfabric_sysfs_read_errors_total", kMlx5_0Port1), 7);
   auto device_errors = [&](const std::string& name) -> std::optional<double> {
     for (const auto* s : samples(m, "ibfabric_sysfs_read_errors_total", {{"device", name}})) {
-      if (label_map(*s).count("port") == 0) return s->counter.value;
+      if (label_map(*s).count("port") == 0) return s->value;
     }
     return std::nullopt;
   };
