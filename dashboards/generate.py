@@ -507,6 +507,30 @@ def probes():
                        target("histogram_quantile(0.5, sum by (le) (rate("
                               "ibfabric_probe_network_rtt_seconds_bucket{%s}[%s])))" % (psel, RI),
                               "network share", ref="B")), 12, 8)
+    lay.row("Pingmesh: prober x peer")
+    # One bad host shows as a row or a column, one bad switch as a block. Probers are named by
+    # their local CA's name (ibfabric_ports_peer_info), peers by their target name.
+    prober = ("topk by (instance) (1, ibfabric_ports_peer_info{%s})" % SEL)
+
+    def matrix(title, description, unit, expr):
+        named = ('label_replace(%s, "prober", "$1", "instance", "(.+)") unless on (instance) %s '
+                 'or %s' % (expr, prober, 'label_replace(%s * on (instance) group_left (node_name)'
+                            ' %s, "prober", "$1", "node_name", "(.+)")' % (expr, prober)))
+        return panel("table", title, description, unit,
+                     [target("max by (prober, peer) (%s)" % named, instant=True, fmt="table")],
+                     options={"showHeader": True},
+                     transformations=[{"id": "groupingToMatrix", "options": {
+                         "columnField": "peer", "rowField": "prober", "valueField": "Value"}}])
+
+    lay.add(matrix("p99 RTT matrix", "p99 RTT of each prober (row) to each peer (column) over "
+                   "the collector's window; a slow row is a slow host, a slow column a slow "
+                   "peer.", "s",
+                   "ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}" % psel), 12, 8)
+    lay.add(matrix("Loss matrix", "Share of probes lost from each prober (row) to each peer "
+                   "(column) over the rate interval.", "percentunit",
+                   "sum by (instance, peer) (rate(ibfabric_probe_lost_total{%s}[%s])) / sum by "
+                   "(instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
+                   % (psel, RI, psel, RI)), 12, 8)
     lay.row("Spikes, jitter, loss")
     lay.add(timeseries("RTT spikes per second", "Probes above spike_multiplier x the peer's "
                        "baseline median and above spike_floor.", "cps",
