@@ -7,6 +7,7 @@ packages=(
   build-essential cmake pkg-config ninja-build clang clang-format libclang-rt-14-dev
   libboost-dev libboost-system-dev prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libsystemd-dev libssl-dev libcrypt-dev libibumad-dev libibmad-dev libnl-3-dev libnl-route-3-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ibsim-utils opensm infiniband-diags
   prometheus prometheus-node-exporter systemd udev curl openssl apache2-utils wrk python3 procps iproute2
 )

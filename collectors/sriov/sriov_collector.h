@@ -13,15 +13,26 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace ibfabric::sriov {
 
 struct PfLink;
+struct PfInventory;
 
 // name "sriov", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   netlink: true          read per-VF counters and settings over rtnetlink
 //   netlink_timeout: 1s    bound on the whole RTM_GETLINK dump (SO_RCVTIMEO)
+//   kubelet_socket: /var/lib/kubelet/pod-resources/kubelet.sock   which pod holds each VF;
+//                          "" turns it off; a missing socket is skipped silently every run
+//   kubelet_timeout: 2s    deadline of one pod-resources List call
 CollectorSpec spec();
+
+// Where the kubelet's pod-resources socket is; an empty path: never ask.
+struct KubeletOptions {
+  std::string socket;
+  std::chrono::milliseconds timeout{2000};
+};
 
 class SriovCollector final : public Collector {
  public:
@@ -29,13 +40,15 @@ class SriovCollector final : public Collector {
   using NetlinkDump = std::function<std::vector<PfLink>()>;
 
   // `dump` empty: no netlink values at all.
-  SriovCollector(std::string sysfs_root, NetlinkDump dump);
+  SriovCollector(std::string sysfs_root, NetlinkDump dump, KubeletOptions kubelet = {});
 
   // Reads sysfs and runs one netlink dump (bounded by its timeout), then calls `done`.
   void collect(Done done) override;
 
  private:
   CollectResult run();
+  // Adds the pod series of the VFs in `pfs` (and the kubelet's health) to `out`.
+  void add_pods(MetricsBuilder& out, const std::vector<PfInventory>& pfs);
 
   std::string sysfs_root_;
   NetlinkDump dump_;
@@ -45,6 +58,13 @@ class SriovCollector final : public Collector {
   // Paths that are bad right now: logged when they turn bad and when they recover.
   std::set<std::string> bad_files_;
   std::string last_netlink_error_;
+
+  KubeletOptions kubelet_;
+  // Since start, per reason: ibfabric_sriov_kubelet_errors_total.
+  std::map<std::string, std::uint64_t> kubelet_errors_;
+  bool kubelet_socket_seen_ = false;
+  // "" while the kubelet answers; else the reason of the failure logged last.
+  std::string last_kubelet_reason_;
 };
 
 }  // namespace ibfabric::sriov
