@@ -7,6 +7,7 @@
 // health (ibfabric_collector_success, duration, last success).
 
 #include "collectors/metrics.h"
+#include "collectors/names/node_names.h"
 #include "config/config_section.h"
 
 #include <boost/asio/io_context.hpp>
@@ -47,6 +48,8 @@ struct CollectorContext {
   std::string sysfs_root;
   // The MAD engine shared by every MAD-based collector; created on first use.
   std::function<std::shared_ptr<mad::Engine>()> mad_engine;
+  // Names for node GUIDs (node_name_map); never null. Re-read on every config (re)load.
+  std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
 };
 
 struct CollectorSpec {

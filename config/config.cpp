@@ -38,6 +38,10 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
 
   config.log_level = top.get_enum("log_level", config.log_level, kLogLevels);
   config.sysfs_root = top.get_string("sysfs_root", config.sysfs_root);
+  if (top.has("node_name_map")) {
+    config.node_name_map = top.get_string("node_name_map", "");
+    if (config.node_name_map->empty()) top.fail("node_name_map", "expected a file path");
+  }
   if (auto web = top.get_section("web")) {
     config.listen_address = web->get_string("listen_address", config.listen_address);
     if (auto error = check_listen_address(config.listen_address); !error.empty()) {

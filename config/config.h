@@ -28,6 +28,8 @@ struct DaemonConfig {
   std::string listen_address = kDefaultListenAddress;
   std::string web_config_file;  // TLS and basic auth; "" = plain HTTP, no auth
   std::string sysfs_root = "/sys";
+  // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
+  std::optional<std::string> node_name_map;
   std::optional<ConfigSection> mad;         // the `mad:` section, read by the MAD engine's parser
   std::vector<CollectorConfig> collectors;  // every registered collector, in registry order
 };

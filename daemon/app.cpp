@@ -59,6 +59,7 @@ DaemonConfig App::load_config() const {
   if (options_.listen_address) config.listen_address = *options_.listen_address;
   if (options_.web_config_file) config.web_config_file = *options_.web_config_file;
   if (options_.sysfs_root) config.sysfs_root = *options_.sysfs_root;
+  if (options_.node_name_map) config.node_name_map = *options_.node_name_map;
   if (options_.log_level) config.log_level = *options_.log_level;
   for (auto& collector : config.collectors) {
     if (auto it = options_.collector_enabled.find(collector.name);
@@ -87,13 +88,21 @@ std::shared_ptr<mad::Engine> App::mad_engine() {
 }
 
 std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonConfig& config) {
-  context_.sysfs_root = config.sysfs_root;
+  // A context of its own, so that a rejected reload leaves the running one untouched.
+  CollectorContext context = context_;
+  context.sysfs_root = config.sysfs_root;
+  context.node_names = config.node_name_map ? NodeNameMap::load(*config.node_name_map, false)
+                                            : NodeNameMap::load(kDefaultNodeNameMap, true);
+  if (context.node_names->size() > 0) {
+    spdlog::info("msg=\"node-name-map loaded\" file=\"{}\" names={}", context.node_names->source(),
+                 context.node_names->size());
+  }
   std::vector<std::shared_ptr<CollectorRunner>> runners;
   for (auto collector : config.collectors) {
     const CollectorSpec* spec = find_collector_spec(collector.name);
     // Disabled collectors' sections are validated too, so a typo never waits for the day
     // someone enables it.
-    auto built = spec->create(context_, collector.section);
+    auto built = spec->create(context, collector.section);
     if (!collector.enabled) continue;
     runners.push_back(std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
                                                         std::move(built), store_));
@@ -224,7 +233,6 @@ void App::reload() {
                  runners_.size());
   } catch (const ConfigError& e) {
     ++reload_failures_;
-    context_.sysfs_root = config_.sysfs_root;
     spdlog::error("msg=\"config reload rejected; the previous config keeps running\" error=\"{}\"",
                   e.what());
   }

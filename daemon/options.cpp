@@ -29,6 +29,8 @@ std::string usage() {
          "  --web.config.file FILE       TLS and basic auth (exporter-toolkit web config "
          "format)\n"
          "  --sysfs-root DIR             where sysfs is mounted (default /sys)\n"
+         "  --node-name-map FILE         node names, infiniband-diags format (default "
+         "/etc/rdma/ib-node-name-map if it exists)\n"
          "  --log.level LEVEL            trace, debug, info, warn, error (default info)\n"
          "  --collector.NAME             enable collector NAME\n"
          "  --no-collector.NAME          disable collector NAME\n"
@@ -69,6 +71,8 @@ Options parse_options(const std::vector<std::string>& args) {
       options.web_config_file = value();
     } else if (arg == "--sysfs-root") {
       options.sysfs_root = value();
+    } else if (arg == "--node-name-map") {
+      options.node_name_map = value();
     } else if (arg == "--log.level") {
       options.log_level = value();
     } else if (arg == "--check-config") {

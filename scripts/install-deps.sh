@@ -9,7 +9,8 @@ packages=(
   libgtest-dev libgmock-dev libsystemd-dev libssl-dev libcrypt-dev libibumad-dev libibmad-dev libnl-3-dev libnl-route-3-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ibsim-utils opensm infiniband-diags
-  prometheus prometheus-node-exporter systemd udev curl openssl apache2-utils wrk python3 procps iproute2
+  prometheus prometheus-node-exporter victoria-metrics systemd udev curl openssl apache2-utils wrk python3 procps iproute2
+  dpkg-dev lintian man-db python3-yaml   # scripts/package.sh (dpkg-shlibdeps), its test, manifest checks
 )
 
 missing=()

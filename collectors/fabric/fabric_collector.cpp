@@ -160,6 +160,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     std::optional<ports::PortInfo> port_info;
     std::vector<std::uint8_t> basic;
     std::vector<std::uint8_t> extended;
+    std::vector<std::vector<std::uint8_t>> details;  // ports::detail_attributes() order
     bool failed = false;
   };
   struct SwitchResult {
@@ -190,6 +191,8 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
   }
 
  private:
+  // A failure marks port `port` failed; port 0: every port of the switch; port -1: none (an
+  // optional attribute costs only its own series).
   void ask(std::size_t i, const char* attribute, mad::Request req,
            std::function<void(const mad::Response&)> on_ok, int port) {
     ++outstanding_;
@@ -204,7 +207,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
         on_ok(r);
       } else if (port > 0) {
         sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
-      } else {
+      } else if (port == 0) {
         // A switch-wide query (ClassPortInfo): without it no port's counters are asked for.
         for (auto& p : sw.ports) p.failed = true;
       }
@@ -282,6 +285,19 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
             },
             p);
       }
+      if (!c_.config_.error_details) continue;
+      const auto& attributes = ports::detail_attributes();
+      sw.ports[idx].details.resize(attributes.size());
+      for (std::size_t a = 0; a < attributes.size(); ++a) {
+        auto req = mad::Request::pma_get(lid, attributes[a].attribute);
+        req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
+        ask(
+            i, attributes[a].name, std::move(req),
+            [this, i, idx, a](const mad::Response& r) {
+              switches_[i].ports[idx].details[a].assign(r.data(), r.data() + r.data_size());
+            },
+            -1);
+      }
     }
   }
 
@@ -290,24 +306,26 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     for (const auto& [guid, node] : topology_->nodes()) {
       if (!in_shard(guid, cfg.shard, cfg.shards)) continue;
       out.info("ibfabric_fabric_node_info",
-               "A node of the fabric (NodeInfo, NodeDescription); each node is reported by the "
-               "shard its GUID hashes to.",
+               "A node of the fabric (NodeInfo, NodeDescription) and its name (node-name-map, "
+               "else NodeDescription, else GUID); each node is reported by the shard its GUID "
+               "hashes to.",
                {{"node_guid", hex_guid(guid)},
                 {"node_type", ports::node_type_name(node.type)},
-                {"node_description", node.description}});
+                {"node_description", trim_node_description(node.description)},
+                {"node_name", c_.names_->name(guid, node.description)}});
     }
-    for (const auto& [end, link] : topology_->links()) {
-      const Node* node = topology_->find(end.first);
-      if (!node || node->type != kNodeTypeSwitch) continue;
+    for (const auto& [end, link] : c_.links_seen_) {
       if (!in_shard(end.first, cfg.shard, cfg.shards)) continue;
-      const Node* remote = topology_->find(link.remote_guid);
       out.info("ibfabric_fabric_link_info",
-               "What port `port` of switch `node_guid` is cabled to (directed-route discovery).",
+               "What port `port` of switch `node_guid` is cabled to, by GUID and by name, as "
+               "discovery last saw it (kept for link_memory after the far end stops answering).",
                {{"node_guid", hex_guid(end.first)},
                 {"port", std::to_string(end.second)},
+                {"node_name", link.name},
                 {"remote_node_guid", hex_guid(link.remote_guid)},
                 {"remote_port", std::to_string(link.remote_port)},
-                {"remote_node_type", ports::node_type_name(remote ? remote->type : 0)}});
+                {"remote_node_type", ports::node_type_name(link.remote_type)},
+                {"remote_node_name", link.remote_name}});
     }
   }
 
@@ -355,6 +373,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
       const ports::CounterDef* defs = ports::counter_defs().data();
       for (const auto& v : ports::merge_counters(*sw.caps, basic, extended)) {
+        if (!c_.exported(v.def->metric)) continue;
         const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
         if (v.saturated && *v.saturated) {
@@ -366,6 +385,8 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
                     sl, 1);
         }
       }
+      ports::add_detail_counters(out, "ibfabric_fabric_port_", l, pr.details,
+                                 [this](std::string_view m) { return c_.exported(m); });
     }
   }
 
@@ -455,8 +476,31 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
 };
 
 FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                                 FabricConfig config)
-    : mad_(std::move(engine_factory)), config_(config) {}
+                                 FabricConfig config, std::shared_ptr<const NodeNameMap> names)
+    : mad_(std::move(engine_factory)), config_(std::move(config)), names_(std::move(names)) {}
+
+bool FabricCollector::exported(std::string_view metric) const {
+  if (config_.counters.empty()) return true;
+  if (metric.ends_with("_total")) metric.remove_suffix(6);
+  return config_.counters.count(std::string(metric)) > 0;
+}
+
+void FabricCollector::remember_links(const Topology& topology) {
+  auto now = Clock::now();
+  for (const auto& [end, link] : topology.links()) {
+    const Node* node = topology.find(end.first);
+    if (!node || node->type != kNodeTypeSwitch) continue;
+    const Node* remote = topology.find(link.remote_guid);
+    links_seen_[end] = {link.remote_guid,
+                        link.remote_port,
+                        remote ? remote->type : 0,
+                        names_->name(end.first, node->description),
+                        names_->name(link.remote_guid, remote ? remote->description : ""),
+                        now};
+  }
+  std::erase_if(links_seen_,
+                [&](const auto& entry) { return now - entry.second.seen > config_.link_memory; });
+}
 
 void FabricCollector::collect(Done done) {
   auto engine = mad_.engine();
@@ -495,6 +539,7 @@ void FabricCollector::collect(Done done) {
             std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
                 .count();
         topology_ = std::move(topology);
+        remember_links(*topology_);
         pma_caps_.clear();
         rediscover_ = false;
         sweeps_since_discovery_ = 0;
@@ -530,6 +575,34 @@ void FabricCollector::note_result(const char* phase, const char* attribute,
   }
 }
 
+namespace {
+std::string counter_key(std::string_view metric) {
+  if (metric.ends_with("_total")) metric.remove_suffix(6);
+  return std::string(metric);
+}
+}  // namespace
+
+std::vector<std::string> known_counters() {
+  std::vector<std::string> out;
+  for (const auto& def : ports::counter_defs()) out.push_back(counter_key(def.metric));
+  for (const auto& attribute : ports::detail_attributes()) {
+    for (const auto& def : attribute.counters) out.push_back(counter_key(def.metric));
+  }
+  return out;
+}
+
+std::set<std::string> errors_and_traffic_counters() {
+  using K = ports::CounterDef::Kind;
+  std::set<std::string> out;
+  for (const auto& def : ports::counter_defs()) {
+    if (def.kind != K::ietf) out.insert(counter_key(def.metric));
+  }
+  for (const auto& attribute : ports::detail_attributes()) {
+    for (const auto& def : attribute.counters) out.insert(counter_key(def.metric));
+  }
+  return out;
+}
+
 CollectorSpec spec() {
   return CollectorSpec{
       "fabric", false, std::chrono::seconds(60),
@@ -540,12 +613,30 @@ CollectorSpec spec() {
         c.rediscover_every =
             static_cast<int>(section.get_int("rediscover_every", c.rediscover_every, 1, 1000000));
         c.max_hops = static_cast<int>(section.get_int("max_hops", c.max_hops, 1, kMaxHops));
+        c.error_details = section.get_bool("error_details", c.error_details);
+        c.link_memory = section.get_duration("link_memory", c.link_memory);
+        if (section.has("counters") && section.node()["counters"].IsSequence()) {
+          auto known = known_counters();
+          for (const auto& name : section.get_string_list("counters")) {
+            if (std::find(known.begin(), known.end(), name) == known.end()) {
+              std::string list;
+              for (const auto& k : known) list += (list.empty() ? "" : ", ") + k;
+              section.fail("counters", "unknown counter \"" + name + "\"; known: " + list);
+            }
+            c.counters.insert(name);
+          }
+          if (c.counters.empty()) section.fail("counters", "the list names no counter");
+        } else if (section.get_enum("counters", "all", {"all", "errors_and_traffic"}) ==
+                   "errors_and_traffic") {
+          c.counters = errors_and_traffic_counters();
+        }
         if (c.shard >= c.shards) {
           section.fail("shard", "shard " + std::to_string(c.shard) + " must be less than shards " +
                                     std::to_string(c.shards));
         }
         section.finish();
-        return std::make_unique<FabricCollector>(context.mad_engine, c);
+        return std::make_unique<FabricCollector>(context.mad_engine, std::move(c),
+                                                 context.node_names);
       }};
 }
 

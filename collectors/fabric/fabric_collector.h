@@ -25,16 +25,28 @@ struct FabricConfig {
   int shards = 1;             // 1 = no sharding
   int rediscover_every = 10;  // sweeps between discoveries (1 = discover before every sweep)
   int max_hops = kMaxHops;
+  // The series budget: which per-port counters are exported (metric names without the
+  // ibfabric_fabric_port_ prefix and _total suffix). Empty = every counter.
+  std::set<std::string> counters;
+  // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
+  bool error_details = false;
+  std::chrono::nanoseconds link_memory = std::chrono::hours(24);
 };
 
 // name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
-//   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63
+//   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63,
+//   counters: all | errors_and_traffic | [symbol_errors, receive_bytes, ...],
+//   error_details: false, link_memory: 24h
 CollectorSpec spec();
+
+// The counter names `counters:` accepts, and those `errors_and_traffic` stands for.
+std::vector<std::string> known_counters();
+std::set<std::string> errors_and_traffic_counters();
 
 class FabricCollector final : public Collector {
  public:
-  FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                  FabricConfig config);
+  FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
+                  std::shared_ptr<const NodeNameMap> names);
   void collect(Done done) override;
 
   // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
@@ -50,8 +62,23 @@ class FabricCollector final : public Collector {
   void sweep(Done done, bool fresh, bool discovery_ok, std::string discovery_error);
 
   // Never the engine itself (seen without: SIGSEGV on SIGTERM mid-sweep; see ClientHandle).
+  // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
+  // cable that went down is still named by what was plugged in there.
+  void remember_links(const Topology& topology);
+  bool exported(std::string_view metric) const;
+
+  struct RememberedLink {
+    std::uint64_t remote_guid = 0;
+    int remote_port = 0;
+    int remote_type = 0;
+    std::string name, remote_name;
+    std::chrono::steady_clock::time_point seen;
+  };
+
   mad::ClientHandle mad_;
   FabricConfig config_;
+  std::shared_ptr<const NodeNameMap> names_;
+  std::map<std::pair<std::uint64_t, int>, RememberedLink> links_seen_;
 
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
   int sweeps_since_discovery_ = 0;

@@ -309,4 +309,75 @@ std::vector<CounterValue> merge_counters(const PmaCapabilities& caps, const std:
   return out;
 }
 
+const std::vector<DetailAttribute>& detail_attributes() {
+  static const std::vector<DetailAttribute> attributes{
+      {IB_GSI_PORT_RCV_ERROR_DETAILS,
+       "port_rcv_error_details",
+       {
+           {"receive_local_physical_errors_total", "PortLocalPhysicalErrors",
+            "Received packets with a physical error: bad CRC, bad length, a lane error "
+            "(part of PortRcvErrors).",
+            IB_PC_RCV_LOCAL_PHY_ERR_F},
+           {"receive_malformed_packet_errors_total", "PortMalformedPktErrors",
+            "Received packets that were malformed (part of PortRcvErrors).",
+            IB_PC_RCV_MALFORMED_PKT_ERR_F},
+           {"receive_buffer_overrun_errors_total", "PortBufferOverrunErrors",
+            "Received packets dropped because the receive buffer overran (part of "
+            "PortRcvErrors).",
+            IB_PC_RCV_BUF_OVR_ERR_F},
+           {"receive_dlid_mapping_errors_total", "PortDLIDMappingErrors",
+            "Received packets whose DLID the switch could not forward (part of PortRcvErrors).",
+            IB_PC_RCV_DLID_MAP_ERR_F},
+           {"receive_vl_mapping_errors_total", "PortVLMappingErrors",
+            "Received packets dropped for an SL to VL mapping error (part of PortRcvErrors).",
+            IB_PC_RCV_VL_MAP_ERR_F},
+           {"receive_looping_errors_total", "PortLoopingErrors",
+            "Received packets dropped because they would leave through the port they came in "
+            "(a routing loop; part of PortRcvErrors).",
+            IB_PC_RCV_LOOPING_ERR_F},
+       }},
+      {IB_GSI_PORT_XMIT_DISCARD_DETAILS,
+       "port_xmit_discard_details",
+       {
+           {"transmit_inactive_discards_total", "PortInactiveDiscards",
+            "Outbound packets discarded because the port was not active (part of "
+            "PortXmitDiscards).",
+            IB_PC_XMT_INACT_DISC_F},
+           {"transmit_neighbor_mtu_discards_total", "PortNeighborMTUDiscards",
+            "Outbound packets discarded because they exceeded the neighbor's MTU (part of "
+            "PortXmitDiscards).",
+            IB_PC_XMT_NEIGH_MTU_DISC_F},
+           {"transmit_switch_lifetime_limit_discards_total", "PortSwLifetimeLimitDiscards",
+            "Outbound packets discarded because they outlived the switch lifetime limit "
+            "(part of PortXmitDiscards).",
+            IB_PC_XMT_SW_LIFE_DISC_F},
+           {"transmit_switch_hol_lifetime_limit_discards_total", "PortSwHOQLifetimeLimitDiscards",
+            "Outbound packets discarded because they waited at the head of the queue past its "
+            "lifetime limit: a stalled downstream (part of PortXmitDiscards).",
+            IB_PC_XMT_SW_HOL_DISC_F},
+       }},
+  };
+  return attributes;
+}
+
+void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Labels& labels,
+                         const std::vector<std::vector<std::uint8_t>>& details,
+                         const std::function<bool(std::string_view metric)>& keep) {
+  const auto& attributes = detail_attributes();
+  for (std::size_t a = 0; a < details.size() && a < attributes.size(); ++a) {
+    if (details[a].size() < IB_PC_DATA_SZ) continue;
+    for (const auto& def : attributes[a].counters) {
+      if (keep && !keep(def.metric)) continue;
+      std::string name(prefix);
+      name += def.metric;
+      std::string help(def.help);
+      help += " (";
+      help += def.pma_name;
+      help += ")";
+      out.counter(name, help, labels,
+                  static_cast<double>(mad_get_field(bytes(details[a].data()), 0, def.field)));
+    }
+  }
+}
+
 }  // namespace ibfabric::ports

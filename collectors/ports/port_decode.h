@@ -5,9 +5,12 @@
 // (the MAD from its class's data offset on): 64 octets for SMP attributes, the PMA's whole
 // 192-octet data area (IB_PC_DATA_SZ) for PMA attributes; the caller checks the length.
 
+#include "collectors/metrics.h"
+
 #include <infiniband/mad.h>
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -116,6 +119,27 @@ bool needs_port_counters(const PmaCapabilities& caps);
 // whose source attribute is null.
 std::vector<CounterValue> merge_counters(const PmaCapabilities& caps, const std::uint8_t* basic,
                                          const std::uint8_t* extended);
+
+// PortRcvErrorDetails and PortXmitDiscardDetails (IBA vol 1, 16.1.4.3-4): why a port counts
+// receive errors and transmit discards. 16-bit counters, read with perfquery -E / -D.
+struct DetailDef {
+  std::string_view metric;    // without the collector's prefix
+  std::string_view pma_name;  // the name perfquery prints
+  std::string_view help;
+  enum MAD_FIELDS field;
+};
+struct DetailAttribute {
+  std::uint16_t attribute;  // IB_GSI_PORT_RCV_ERROR_DETAILS or IB_GSI_PORT_XMIT_DISCARD_DETAILS
+  const char* name;         // for error counting: "port_rcv_error_details"
+  std::vector<DetailDef> counters;
+};
+const std::vector<DetailAttribute>& detail_attributes();
+
+// Adds the counters of `details` (detail_attributes() order; an empty entry was not read) as
+// counters named `prefix` + metric, with `labels`; only those `keep` accepts, if given.
+void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Labels& labels,
+                         const std::vector<std::vector<std::uint8_t>>& details,
+                         const std::function<bool(std::string_view metric)>& keep = {});
 
 // The maximum a field of PortCounters can hold (libibmad's field width): 0xffff for
 // SymbolErrorCounter, 0xffffffff for PortXmitData.

@@ -8,6 +8,7 @@ namespace ibfabric::ports {
 namespace {
 
 using prometheus::MetricType;
+using Clock = std::chrono::steady_clock;
 
 // SMP attributes fit in 64 octets; PMA data areas are 192 (the extended error counters of
 // PortCountersExtended lie past the first 64).
@@ -25,6 +26,9 @@ struct Side {
   std::optional<PmaCapabilities> caps;
   std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
   std::vector<std::uint8_t> extended;  // PortCountersExtended data
+  // PortRcvErrorDetails and PortXmitDiscardDetails data (detail_attributes() order), empty when
+  // not read.
+  std::vector<std::vector<std::uint8_t>> details;
   // The peer's identity.
   std::optional<std::uint64_t> node_guid;
   int node_type = 0;
@@ -38,6 +42,7 @@ struct Link {
   Side peer;
   bool local_answered = false;
   std::string local_error;
+  std::optional<std::string> local_description;
 };
 
 std::vector<std::uint8_t> attribute_data(const mad::Response& r) {
@@ -51,7 +56,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
  public:
   Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
       : c_(collector), done_(std::move(done)) {
-    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}});
+    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}, {}});
   }
 
   void start() {
@@ -105,7 +110,14 @@ class Pass : public std::enable_shared_from_this<Pass> {
           if (routable_lid(link.local.port_info->lid)) {
             query_pma(i, Which::local, link.local.port_info->lid, port);
           }
-          if (c_.peers_ && link.local.port_info->phys_state == kPhysLinkUp) query_peer(i);
+          if (c_.config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
+            query_peer(i);
+          }
+        });
+    ask(i, Which::local, "node_description",
+        mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_DESC),
+        [this, i](const mad::Response& r) {
+          links_[i].local_description = r.get_string(IB_NODE_DESC_F);
         });
   }
 
@@ -164,6 +176,17 @@ class Pass : public std::enable_shared_from_this<Pass> {
             req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters_extended", std::move(req),
                 [this, i, w](const mad::Response& c) { side(i, w).extended = attribute_data(c); });
+          }
+          if (!c_.config_.error_details) return;
+          // A PMA that rejects these costs only their series (counted as query errors).
+          const auto& attributes = detail_attributes();
+          side(i, w).details.resize(attributes.size());
+          for (std::size_t a = 0; a < attributes.size(); ++a) {
+            auto req = mad::Request::pma_get(lid, attributes[a].attribute);
+            req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+            ask(i, w, attributes[a].name, std::move(req), [this, i, w, a](const mad::Response& c) {
+              side(i, w).details[a] = attribute_data(c);
+            });
           }
         });
   }
@@ -224,17 +247,6 @@ class Pass : public std::enable_shared_from_this<Pass> {
             pi.sm_lid);
       }
     }
-    if (w == Which::peer && s.node_guid) {
-      out.info("ibfabric_ports_peer_info",
-               "The node and port at the other end of the local port's link (NodeInfo, "
-               "NodeDescription over a one-hop directed route).",
-               {{"device", link.local_port.ca},
-                {"port", std::to_string(link.local_port.port)},
-                {"peer_node_guid", hex_guid(*s.node_guid)},
-                {"peer_port", std::to_string(s.pma_port ? s.pma_port : 0)},
-                {"peer_node_type", node_type_name(s.node_type)},
-                {"peer_node_description", s.node_description.value_or("")}});
-    }
     if (s.caps) {
       out.gauge("ibfabric_ports_pma_capability_mask",
                 "CapabilityMask of the port's Performance Management agent (ClassPortInfo): "
@@ -256,11 +268,50 @@ class Pass : public std::enable_shared_from_this<Pass> {
                     sl, *v.saturated ? 1 : 0);
         }
       }
+      add_detail_counters(out, "ibfabric_ports_", l, s.details);
     }
+  }
+
+  // ibfabric_ports_peer_info: who is at the far end of the local port's cable, from this pass
+  // or, once the far end stopped answering, as it was last seen (within link_memory).
+  void emit_peer(MetricsBuilder& out, const Link& link, Clock::time_point now) {
+    const auto& lp = link.local_port;
+    auto key = std::make_pair(lp.ca, lp.port);
+    if (link.local_description) c_.local_descriptions_[lp.ca] = *link.local_description;
+    if (const auto& p = link.peer; p.node_guid) {
+      c_.peers_seen_[key] = {*p.node_guid, p.pma_port, p.node_type, p.node_description.value_or(""),
+                             now};
+    }
+    auto it = c_.peers_seen_.find(key);
+    if (it == c_.peers_seen_.end()) return;
+    const auto& peer = it->second;
+    if (now - peer.seen > c_.config_.link_memory) {
+      c_.peers_seen_.erase(it);
+      return;
+    }
+    auto local_description = c_.local_descriptions_.find(lp.ca);
+    out.info("ibfabric_ports_peer_info",
+             "The node and port at the other end of the local port's cable (NodeInfo, "
+             "NodeDescription over a one-hop directed route), with both ends' names "
+             "(node-name-map, else NodeDescription, else GUID). Kept for link_memory after the "
+             "far end stops answering, so a cable that went down is still named.",
+             {{"device", lp.ca},
+              {"port", std::to_string(lp.port)},
+              {"node_guid", hex_guid(lp.node_guid)},
+              {"node_name",
+               c_.names_->name(lp.node_guid, local_description == c_.local_descriptions_.end()
+                                                 ? std::string_view{}
+                                                 : std::string_view{local_description->second})},
+              {"peer_node_guid", hex_guid(peer.guid)},
+              {"peer_port", std::to_string(peer.port)},
+              {"peer_node_type", node_type_name(peer.type)},
+              {"peer_node_description", trim_node_description(peer.description)},
+              {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
 
   void finish() {
     MetricsBuilder out;
+    auto now = Clock::now();
     out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
                 MetricType::Gauge);
     bool any_local = false;
@@ -268,6 +319,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
       any_local = any_local || link.local_answered;
       emit_side(out, link, link.local, Which::local);
       emit_side(out, link, link.peer, Which::peer);
+      emit_peer(out, link, now);
     }
     out.declare("ibfabric_ports_query_errors_total",
                 "MAD queries of the collector that failed (timeout, error status, no port)",
@@ -301,10 +353,11 @@ class Pass : public std::enable_shared_from_this<Pass> {
 };
 
 PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                               std::vector<std::string> devices, bool peers)
+                               PortsConfig config, std::shared_ptr<const NodeNameMap> names)
     : mad_(std::move(engine_factory)),
-      only_devices_(devices.begin(), devices.end()),
-      peers_(peers) {}
+      only_devices_(config.devices.begin(), config.devices.end()),
+      config_(std::move(config)),
+      names_(std::move(names)) {}
 
 void PortsCollector::collect(Done done) {
   if (!mad_.engine()) {
@@ -337,10 +390,14 @@ CollectorSpec spec() {
   return CollectorSpec{
       "ports", true, std::chrono::seconds(15),
       [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
-        auto devices = section.get_string_list("devices");
-        bool peers = section.get_bool("peers", true);
+        PortsConfig c;
+        c.devices = section.get_string_list("devices");
+        c.peers = section.get_bool("peers", c.peers);
+        c.error_details = section.get_bool("error_details", c.error_details);
+        c.link_memory = section.get_duration("link_memory", c.link_memory);
         section.finish();
-        return std::make_unique<PortsCollector>(context.mad_engine, std::move(devices), peers);
+        return std::make_unique<PortsCollector>(context.mad_engine, std::move(c),
+                                                context.node_names);
       }};
 }
 

@@ -7,6 +7,7 @@
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -20,12 +21,21 @@ namespace ibfabric::ports {
 // name "ports", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   devices: [mlx5_0, ...]   only these CAs (default: all)
 //   peers: true              also read the port on the other end of each link
+//   error_details: true      PortRcvErrorDetails and PortXmitDiscardDetails of both ends
+//   link_memory: 24h         how long the far end of a cable is remembered once it is gone
 CollectorSpec spec();
+
+struct PortsConfig {
+  std::vector<std::string> devices;
+  bool peers = true;
+  bool error_details = true;
+  std::chrono::nanoseconds link_memory = std::chrono::hours(24);
+};
 
 class PortsCollector final : public Collector {
  public:
-  PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                 std::vector<std::string> devices, bool peers);
+  PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
+                 std::shared_ptr<const NodeNameMap> names);
   void collect(Done done) override;
 
   // Problems per (device, port, side, attribute): counted since start, logged when a query
@@ -35,9 +45,22 @@ class PortsCollector final : public Collector {
 
  private:
   friend class Pass;
+  // The far end of a local port's cable as last seen, so that a cable that went down is still
+  // named by what was plugged in (the alert fires exactly when the far end stops answering).
+  struct RememberedPeer {
+    std::uint64_t guid = 0;
+    int port = 0;
+    int type = 0;
+    std::string description;
+    std::chrono::steady_clock::time_point seen;
+  };
+
   mad::ClientHandle mad_;
   std::set<std::string> only_devices_;
-  bool peers_;
+  PortsConfig config_;
+  std::shared_ptr<const NodeNameMap> names_;
+  std::map<std::pair<std::string, int>, RememberedPeer> peers_seen_;  // (device, port)
+  std::map<std::string, std::string> local_descriptions_;             // device -> NodeDescription
   std::map<ErrorKey, std::uint64_t> errors_;
   std::set<ErrorKey> failing_;
 };

@@ -6,15 +6,19 @@ shards cover every switch exactly once with the documented hash, a switch that s
 answering costs only its own values, and SIGTERM in the middle of a sweep ends the daemon
 cleanly."""
 
+import concurrent.futures
 import os
+import random
 import re
 import shutil
 import time
 import unittest
 
 from ibfabric_testlib import find_sample, find_samples, parse_exposition, run_once
+from fabric_topology import fnv1a_guid, parse_ibnetdiscover
 from gen_fattree import fattree
-from pma_counters import DATA_COUNTERS as ALL_DATA_COUNTERS, ERROR_COUNTERS
+from pma_counters import (DATA_COUNTERS as ALL_DATA_COUNTERS, DETAIL_COUNTERS, ERROR_COUNTERS,
+                          ERRORS_AND_TRAFFIC)
 from simfabric import SHIM, SimFabric
 
 HOST = "node-002 mlx5_0"  # the daemon's node (opensm runs on node-001)
@@ -37,14 +41,6 @@ PERF_SETS = [
 ]
 
 
-def fnv1a_guid(guid):
-    """FNV-1a 64 over the GUID's big-endian octets: the documented shard hash."""
-    h = 0xcbf29ce484222325
-    for b in guid.to_bytes(8, "big"):
-        h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
-    return h
-
-
 class Index:
     """Samples by name and exact label set: the fabric has tens of thousands of series."""
 
@@ -55,33 +51,12 @@ class Index:
         return self.values.get((name, tuple(sorted(labels.items()))))
 
 
-def parse_ibnetdiscover(text):
-    """{switch guid: {"name", "lid", "ports", "links": {port: (remote guid, remote port)}}}."""
-    switches = {}
-    current = None
-    for line in text.splitlines():
-        m = re.match(r'Switch\s+(\d+)\s+"S-([0-9a-f]+)"\s+#\s+"([^"]*)".*\blid (\d+)', line)
-        if m:
-            current = {"ports": int(m.group(1)), "name": m.group(3), "lid": int(m.group(4)),
-                       "links": {}}
-            switches["0x%016x" % int(m.group(2), 16)] = current
-            continue
-        if not line.strip():
-            current = None
-            continue
-        m = re.match(r'\[(\d+)\]\s+"[SH]-([0-9a-f]+)"\[(\d+)\]', line)
-        if m and current is not None:
-            current["links"][int(m.group(1))] = ("0x%016x" % int(m.group(2), 16),
-                                                 int(m.group(3)))
-    return switches
-
-
 def parse_perfquery_loop(text):
     """`perfquery [-x] -l LID PORTS` -> {port: {field: int}}."""
     ports = {}
     current = None
     for line in text.splitlines():
-        m = re.match(r"# Port .*counters: Lid \d+ port (\d+)", line)
+        m = re.match(r"# Port.*counters: Lid \d+ port (\d+)", line)
         if m:
             current = ports.setdefault(int(m.group(1)), {})
             continue
@@ -223,6 +198,78 @@ class FabricTest(unittest.TestCase):
             self.assertEqual(find_sample(samples, "ibfabric_fabric_switch_lid",
                                          node_guid=guid).value, sw["lid"])
         self.assertEqual(len(find_samples(samples, "ibfabric_fabric_node_info")), 48 + 576)
+
+    def test_1b_error_details_and_names_equal_perfquery_E_D_and_the_name_map(self):
+        """PortRcvErrorDetails / PortXmitDiscardDetails of every switch port equal
+        `perfquery -E` / `-D` after PerformanceSets of values drawn at run time; node and
+        link names come from a node-name-map, else from NodeDescription."""
+        rng = random.SystemRandom()
+        guids = sorted(self.topology)
+        for _ in range(40):
+            guid = rng.choice(guids)
+            sw = self.topology[guid]
+            attribute, field = rng.choice(sorted(DETAIL_COUNTERS.values()))
+            self.f.command('PerformanceSet "%s"[%d] %s.%s=%d' % (
+                sw["name"], rng.randint(1, sw["ports"]), attribute, field,
+                rng.randint(1, 0xffff)), settle=0)
+        time.sleep(0.3)
+        mapped = {guid: "rack-%02d/%s" % (n, self.topology[guid]["name"])
+                  for n, guid in enumerate(guids[::2])}
+        name_map = self.config("node-name-map", "# test map\n" + "".join(
+            '%s "%s"  # switch\n' % (guid, name) for guid, name in mapped.items()))
+        config = self.config("details.yaml", "mad: {rate_limit: 0}\nnode_name_map: %s\n"
+                             "collectors:\n  fabric: {error_details: true}\n" % name_map)
+        samples = self.once(config)
+        idx = Index(samples)
+        # perfquery -E / -D ignore -l (one port per process): 3,264 processes, 4 at a time
+        # (ibsim serves at most 10 clients).
+        def query(job):
+            lid, port, flag = job
+            out = self.f.run_tool(["perfquery", flag, str(lid), str(port)], host=HOST).stdout
+            return job, parse_perfquery_loop(out)[port]
+
+        jobs = [(sw["lid"], port, flag) for sw in self.topology.values()
+                for port in range(1, sw["ports"] + 1) for flag in ("-E", "-D")]
+        pq = {}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            for (lid, port, _), values in pool.map(query, jobs):
+                pq.setdefault((lid, port), {}).update(values)
+        checked = nonzero = 0
+        for guid, sw in self.topology.items():
+            for port in range(1, sw["ports"] + 1):
+                for metric, (_, field) in DETAIL_COUNTERS.items():
+                    v = idx.get("ibfabric_fabric_port_" + metric, node_guid=guid, port=str(port))
+                    self.assertEqual(v, pq[(sw["lid"], port)][field],
+                                     "%s port %d %s" % (sw["name"], port, metric))
+                    checked += 1
+                    nonzero += v > 0
+        self.assertEqual(checked, 48 * 34 * len(DETAIL_COUNTERS))
+        self.assertGreater(nonzero, 20)
+
+        for guid, sw in self.topology.items():
+            info = find_sample(samples, "ibfabric_fabric_node_info", node_guid=guid)
+            self.assertEqual(info.labels["node_name"], mapped.get(guid, sw["name"]))
+        for s in find_samples(samples, "ibfabric_fabric_link_info"):
+            guid, remote = s.labels["node_guid"], s.labels["remote_node_guid"]
+            self.assertEqual(s.labels["node_name"], mapped.get(guid, self.topology[guid]["name"]))
+            if remote in self.topology:
+                self.assertEqual(s.labels["remote_node_name"],
+                                 mapped.get(remote, self.topology[remote]["name"]))
+            else:  # an HCA: named by its NodeDescription, e.g. "node-017 mlx5_0"
+                self.assertRegex(s.labels["remote_node_name"], r"^node-\d+ mlx5_0$")
+
+    def test_1c_series_budget_errors_and_traffic(self):
+        config = self.config("budget.yaml", "mad: {rate_limit: 0}\n"
+                             "collectors:\n  fabric: {counters: errors_and_traffic}\n")
+        samples = self.once(config)
+        per_port = {}
+        for s in samples:
+            if s.name.startswith("ibfabric_fabric_port_") and s.name.endswith("_total"):
+                key = (s.labels["node_guid"], s.labels["port"])
+                per_port.setdefault(key, set()).add(s.name[len("ibfabric_fabric_port_"):])
+        self.assertEqual(len(per_port), 48 * 34)
+        for key, names in per_port.items():
+            self.assertEqual(names, ERRORS_AND_TRAFFIC, key)
 
     def test_2_two_shards_cover_every_switch_exactly_once(self):
         seen = {}

@@ -10,8 +10,6 @@ every range window divided by 60 (a test cannot wait the production durations); 
 thresholds are unchanged.
 """
 
-import glob
-import json
 import os
 import re
 import signal
@@ -21,59 +19,16 @@ import unittest
 
 from ibfabric_testlib import fixture, free_port, source_dir
 from promserver import PromServer
+from shipped import NO_DATA_HERE, dashboard_queries, shortened_rules
 from simfabric import SimFabric
 
 TOPOLOGY = os.path.join(source_dir(), "config", "demo", "fabric.topo")
 SM_NODE = "sm-node mlx5_0"
 STANDBY_SM_NODE = "gpu-node-03 mlx5_0"
 NODES = ["gpu-node-01 mlx5_0", "gpu-node-02 mlx5_0"]
-RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
 SHORT_FOR = "3s"
 # Grafana's $__rate_interval with a 1s scrape interval: four scrapes.
 RATE_INTERVAL = "4s"
-# Dashboard queries that cannot have data here, and why. Nothing else may come back empty.
-NO_DATA_HERE = {
-    # Per-VF traffic comes from the kernel over rtnetlink; this kernel has no VFs (the SR-IOV
-    # fixture tree gives the sysfs side only).
-    "VF received bytes": "no VFs in this kernel",
-    "VF transmitted bytes": "no VFs in this kernel",
-    "VF dropped packets": "no VFs in this kernel",
-    # The pod of a VF comes from the kubelet's pod-resources socket; no kubelet here
-    # (tests/unit/sriov_pods_test.cpp serves a fake one).
-    "Pods holding VFs": "no kubelet",
-    "Kubelet pod-resources answers": "no kubelet",
-    "Kubelet pod-resources errors per second": "no kubelet",
-}
-
-
-def shortened_rules(directory):
-    """The shipped rules on a test's time scale: every `for:` becomes SHORT_FOR and every range
-    window is divided by 60 (a minute becomes a second, 1h 60s, 1d 1440s), so that alerts
-    resolve within the test. Expressions and thresholds are otherwise as shipped."""
-    with open(RULES) as f:
-        text = f.read()
-    text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + SHORT_FOR, text, flags=re.M)
-    assert n > 0
-    seconds = {"m": 1, "h": 60, "d": 1440}
-    text, n = re.subn(r"\[(\d+)([mhd])\]",
-                      lambda m: "[%ds]" % (int(m.group(1)) * seconds[m.group(2)]), text)
-    assert n > 0
-    path = os.path.join(directory, "ibfabric.rules.yml")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
-
-
-def dashboard_queries():
-    for path in sorted(glob.glob(os.path.join(source_dir(), "dashboards", "*.json"))):
-        with open(path) as f:
-            dashboard = json.load(f)
-        for panel in dashboard["panels"]:
-            for t in panel.get("targets", []):
-                expr = t["expr"].replace("$__rate_interval", RATE_INTERVAL)
-                expr = expr.replace('"$job"', '"ibfabric"')
-                expr = re.sub(r'"\$\w+"', '".+"', expr)  # $instance, $device, $pf: all
-                yield os.path.basename(path), panel["title"], expr
 
 
 class PrometheusEndToEnd(unittest.TestCase):
@@ -125,7 +80,7 @@ class PrometheusEndToEnd(unittest.TestCase):
                 cls.daemons.append(d)
             cls.instances = {node: "127.0.0.1:%d" % d.port for node, d in zip(NODES, cls.daemons)}
             cls.prom = PromServer(cls.instances.values(),
-                                  rule_files=[shortened_rules(cls.tmp.name)])
+                                  rule_files=[shortened_rules(cls.tmp.name, SHORT_FOR)])
             cls.prom.start()
             cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES), 30,
                               "both daemons scraped")
@@ -155,7 +110,7 @@ class PrometheusEndToEnd(unittest.TestCase):
         self.prom.wait_for(gone, timeout, "%s %s to resolve" % (alert, labels))
 
     def test_2_every_dashboard_query_returns_data(self):
-        queries = [q for q in dashboard_queries() if q[1] not in NO_DATA_HERE]
+        queries = [q for q in dashboard_queries(RATE_INTERVAL) if q[1] not in NO_DATA_HERE]
         self.assertGreater(len(queries), 20)
         deadline = time.monotonic() + 60
         missing = queries

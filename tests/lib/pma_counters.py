@@ -33,3 +33,27 @@ DATA_COUNTERS = {
     "multicast_transmit_packets_total": ("PortMulticastXmitPkts", 1),
     "multicast_receive_packets_total": ("PortMulticastRcvPkts", 1),
 }
+
+# PortRcvErrorDetails and PortXmitDiscardDetails (perfquery -E / -D): metric -> (ibsim's
+# PerformanceSet attribute, perfquery field).
+DETAIL_COUNTERS = {
+    "receive_local_physical_errors_total": ("PortRcvErrorDetails", "PortLocalPhysicalErrors"),
+    "receive_malformed_packet_errors_total": ("PortRcvErrorDetails", "PortMalformedPktErrors"),
+    "receive_buffer_overrun_errors_total": ("PortRcvErrorDetails", "PortBufferOverrunErrors"),
+    "receive_dlid_mapping_errors_total": ("PortRcvErrorDetails", "PortDLIDMappingErrors"),
+    "receive_vl_mapping_errors_total": ("PortRcvErrorDetails", "PortVLMappingErrors"),
+    "receive_looping_errors_total": ("PortRcvErrorDetails", "PortLoopingErrors"),
+    "transmit_inactive_discards_total": ("PortXmitDiscardDetails", "PortInactiveDiscards"),
+    "transmit_neighbor_mtu_discards_total": ("PortXmitDiscardDetails", "PortNeighborMTUDiscards"),
+    "transmit_switch_lifetime_limit_discards_total": ("PortXmitDiscardDetails",
+                                                      "PortSwLifetimeLimitDiscards"),
+    "transmit_switch_hol_lifetime_limit_discards_total": ("PortXmitDiscardDetails",
+                                                          "PortSwHOQLifetimeLimitDiscards"),
+}
+
+# What the fabric collector's `counters: errors_and_traffic` exports for an ibsim switch port
+# (its PMA has no QP1Dropped; error details are read only with error_details: true): every
+# counter but the unicast/multicast packet counts.
+ERRORS_AND_TRAFFIC = set(ERROR_COUNTERS) | {
+    "transmit_bytes_total", "receive_bytes_total", "transmit_packets_total",
+    "receive_packets_total"}

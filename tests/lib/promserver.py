@@ -1,5 +1,7 @@
 """A real Prometheus server (Debian's `prometheus`) for end-to-end tests: scrapes given targets
 every second, evaluates rule files every second, and answers queries over its HTTP API.
+HttpApiServer is the part any server with Prometheus's HTTP API shares (VictoriaMetrics and
+vmalert in victoriametrics.py).
 
 Python standard library only. The server runs in its own session from a scratch directory and
 is ended by PID; the directory is removed.
@@ -18,15 +20,19 @@ import urllib.request
 from ibfabric_testlib import free_port
 
 
-class PromServer:
-    def __init__(self, targets, rule_files=(), job="ibfabric", interval="1s"):
-        self.targets = list(targets)
-        self.rule_files = list(rule_files)
-        self.job = job
-        self.interval = interval
+class HttpApiServer:
+    """A server process that answers Prometheus's HTTP API (/api/v1/...), started in its own
+    session from a scratch directory, ended by its process group id; the directory is removed.
+    Subclasses set `name` and `ready_path` and call _launch() from start()."""
+
+    name = "server"
+    ready_path = "/-/ready"
+
+    def __init__(self):
         self.workdir = None
         self.proc = None
         self.port = None
+        self.log_path = None
 
     def __enter__(self):
         try:
@@ -40,44 +46,26 @@ class PromServer:
         self.close()
         return False
 
-    def start(self):
-        self.workdir = tempfile.mkdtemp(prefix="promserver-")
-        config = {
-            "global": {"scrape_interval": self.interval, "evaluation_interval": self.interval,
-                       "scrape_timeout": self.interval},
-            "rule_files": self.rule_files,
-            "scrape_configs": [{"job_name": self.job,
-                                "static_configs": [{"targets": self.targets}]}],
-        }
-        config_path = os.path.join(self.workdir, "prometheus.yml")
-        with open(config_path, "w") as f:
-            json.dump(config, f)  # JSON is YAML
-        check = subprocess.run(["promtool", "check", "config", config_path], capture_output=True,
-                               text=True, timeout=60)
-        if check.returncode != 0:
-            raise RuntimeError("promtool check config failed:\n" + check.stdout + check.stderr)
-        self.port = free_port()
-        self.log_path = os.path.join(self.workdir, "prometheus.log")
+    def _launch(self, argv):
+        """Starts argv (its own listen port in self.port) and waits until ready_path answers."""
+        self.log_path = os.path.join(self.workdir, self.name + ".log")
         with open(self.log_path, "w") as log:
-            self.proc = subprocess.Popen(
-                ["prometheus", "--config.file=" + config_path,
-                 "--storage.tsdb.path=" + os.path.join(self.workdir, "data"),
-                 "--web.listen-address=127.0.0.1:%d" % self.port,
-                 "--web.enable-lifecycle"],
-                cwd=self.workdir, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                start_new_session=True)
+            self.proc = subprocess.Popen(argv, cwd=self.workdir, stdin=subprocess.DEVNULL,
+                                         stdout=log, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
         deadline = time.monotonic() + 60
         while True:
             if self.proc.poll() is not None:
-                raise RuntimeError("prometheus exited:\n" + self.log()[-3000:])
+                raise RuntimeError("%s exited:\n%s" % (self.name, self.log()[-3000:]))
             try:
-                with urllib.request.urlopen(self.url("/-/ready"), timeout=2) as r:
+                with urllib.request.urlopen(self.url(self.ready_path), timeout=2) as r:
                     if r.status == 200:
                         return self
             except OSError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("prometheus not ready after 60s:\n" + self.log()[-3000:])
+                raise RuntimeError("%s not ready after 60s:\n%s" % (self.name,
+                                                                    self.log()[-3000:]))
             time.sleep(0.2)
 
     def close(self):
@@ -95,7 +83,7 @@ class PromServer:
         try:
             with open(self.log_path, errors="replace") as f:
                 return f.read()
-        except OSError:
+        except (OSError, TypeError):
             return ""
 
     def url(self, path):
@@ -121,13 +109,10 @@ class PromServer:
     def firing(self):
         """{alertname: [labels, ...]} of the alerts firing now."""
         out = {}
-        for alert in self.api("alerts")["alerts"]:
+        for alert in self.api("alerts")["alerts"] or []:  # vmalert: null for none
             if alert["state"] == "firing":
                 out.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
         return out
-
-    def targets_up(self):
-        return [t for t in self.api("targets")["activeTargets"] if t["health"] == "up"]
 
     def wait_for(self, predicate, timeout, what):
         deadline = time.monotonic() + timeout
@@ -139,3 +124,47 @@ class PromServer:
             time.sleep(0.5)
         raise AssertionError("timed out after %.0fs waiting for %s (last: %r)"
                              % (timeout, what, last))
+
+
+class PromServer(HttpApiServer):
+    """targets: scraped as one job every `interval`, or `config`: the text of a whole
+    prometheus.yml to run instead (checked with promtool like the generated one)."""
+
+    name = "prometheus"
+
+    def __init__(self, targets=(), rule_files=(), job="ibfabric", interval="1s", config=None):
+        super().__init__()
+        self.targets = list(targets)
+        self.rule_files = list(rule_files)
+        self.job = job
+        self.interval = interval
+        self.config = config
+
+    def start(self):
+        self.workdir = tempfile.mkdtemp(prefix="promserver-")
+        config_path = os.path.join(self.workdir, "prometheus.yml")
+        with open(config_path, "w") as f:
+            if self.config is not None:
+                f.write(self.config)
+            else:
+                json.dump({  # JSON is YAML
+                    "global": {"scrape_interval": self.interval,
+                               "evaluation_interval": self.interval,
+                               "scrape_timeout": self.interval},
+                    "rule_files": self.rule_files,
+                    "scrape_configs": [{"job_name": self.job,
+                                        "static_configs": [{"targets": self.targets}]}],
+                }, f)
+        check = subprocess.run(["promtool", "check", "config", config_path], capture_output=True,
+                               text=True, timeout=60)
+        if check.returncode != 0:
+            raise RuntimeError("promtool check config failed:\n" + check.stdout + check.stderr)
+        self.port = free_port()
+        return self._launch(
+            ["prometheus", "--config.file=" + config_path,
+             "--storage.tsdb.path=" + os.path.join(self.workdir, "data"),
+             "--web.listen-address=127.0.0.1:%d" % self.port,
+             "--web.enable-lifecycle"])
+
+    def targets_up(self):
+        return [t for t in self.api("targets")["activeTargets"] if t["health"] == "up"]

@@ -256,11 +256,12 @@ class SimFabric:
         log_path = os.path.join(self.workdir, "%s-%d.log" % (_safe(name), len(self.procs)))
         return self._spawn(name, args, log_path, env=self.env(host, base=env))
 
-    def daemon(self, args, host=None, env=None):
-        """An ibfabric_testlib.Daemon attached to `host`, run from the scratch directory.
-        The caller starts and stops it (context manager)."""
+    def daemon(self, args, host=None, env=None, **kwargs):
+        """An ibfabric_testlib.Daemon attached to `host`, run from the scratch directory
+        (kwargs: further Daemon arguments, e.g. port). The caller starts and stops it."""
         import ibfabric_testlib
-        return ibfabric_testlib.Daemon(args, env=self.env(host, base=env), cwd=self.workdir)
+        return ibfabric_testlib.Daemon(args, env=self.env(host, base=env), cwd=self.workdir,
+                                       **kwargs)
 
     def diagnostics(self):
         parts = []

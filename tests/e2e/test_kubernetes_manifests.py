@@ -1,0 +1,213 @@
+"""deploy/kubernetes and deploy/container, checked with what Debian has (no kubeconform, kubeval
+or API server; docs/deployment.md says what that leaves untested): every manifest parses
+(python3-yaml) and has the fields the API server requires; the DaemonSet is not privileged,
+drops every capability, mounts the host's sysfs and /dev/infiniband read-only, probes
+/-/healthy and /-/ready on a port it declares; the Service, ServiceMonitor and DaemonSet agree on
+labels, port names and numbers; the image tag, the Containerfile and the package agree on the
+version; the ConfigMap's config passes `ibfabricd --check-config`; the checked-in PrometheusRule
+is exactly what generate_prometheusrule.py makes from dashboards/alerts/ibfabric.rules.yml, holds
+the same rules, and `promtool check rules` accepts the rules extracted from it.
+"""
+
+import os
+import re
+import subprocess
+import tempfile
+import unittest
+
+import yaml
+
+from ibfabric_testlib import ibfabricd_path, source_dir
+
+K8S = os.path.join(source_dir(), "deploy", "kubernetes")
+CONTAINERFILE = os.path.join(source_dir(), "deploy", "container", "Containerfile")
+RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
+NAMESPACE = "ibfabric"
+CLUSTER_SCOPED = {"Namespace"}
+
+
+def project_version():
+    with open(os.path.join(source_dir(), "CMakeLists.txt")) as f:
+        m = re.search(r"^project\(ibfabric VERSION ([0-9.]+) ", f.read(), re.MULTILINE)
+    assert m, "no project(ibfabric VERSION ...) in CMakeLists.txt"
+    return m.group(1)
+
+
+def load(name):
+    with open(os.path.join(K8S, name)) as f:
+        docs = [d for d in yaml.safe_load_all(f) if d is not None]
+    assert len(docs) == 1, f"{name}: expected one document, found {len(docs)}"
+    return docs[0]
+
+
+def selects(selector, labels):
+    return all(labels.get(k) == v for k, v in selector.items())
+
+
+class ManifestsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.files = sorted(f for f in os.listdir(K8S) if f.endswith(".yaml"))
+        cls.docs = {name: load(name) for name in cls.files}
+        cls.by_kind = {d["kind"]: d for d in cls.docs.values()}
+        ds = cls.by_kind["DaemonSet"]
+        cls.pod = ds["spec"]["template"]["spec"]
+        assert len(cls.pod["containers"]) == 1, "one container expected"
+        cls.container = cls.pod["containers"][0]
+
+    def test_kustomization_lists_every_manifest(self):
+        listed = self.by_kind["Kustomization"]["resources"]
+        self.assertEqual(sorted(listed), [f for f in self.files if f != "kustomization.yaml"])
+
+    def test_required_fields(self):
+        for name, doc in self.docs.items():
+            with self.subTest(name=name):
+                self.assertRegex(doc.get("apiVersion", ""), r"^[a-z0-9.]+(/v[0-9a-z]+)?$|^v1$")
+                self.assertTrue(doc.get("kind"))
+                if doc["kind"] == "Kustomization":
+                    continue
+                meta = doc.get("metadata", {})
+                self.assertRegex(meta.get("name", ""), r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+                if doc["kind"] in CLUSTER_SCOPED:
+                    self.assertNotIn("namespace", meta)
+                else:
+                    self.assertEqual(meta.get("namespace"), NAMESPACE)
+        self.assertEqual(self.by_kind["Namespace"]["metadata"]["name"], NAMESPACE)
+        expected = {"Namespace": "v1", "ConfigMap": "v1", "DaemonSet": "apps/v1",
+                    "Service": "v1", "ServiceMonitor": "monitoring.coreos.com/v1",
+                    "PrometheusRule": "monitoring.coreos.com/v1",
+                    "Kustomization": "kustomize.config.k8s.io/v1beta1"}
+        self.assertEqual({k: d["apiVersion"] for k, d in self.by_kind.items()}, expected)
+
+    def test_daemonset_selector_and_security(self):
+        ds = self.by_kind["DaemonSet"]
+        labels = ds["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(selects(ds["spec"]["selector"]["matchLabels"], labels))
+        pod, c = self.pod, self.container
+        for key in ("hostPID", "hostIPC"):
+            self.assertFalse(pod.get(key, False), key)
+        sc = c["securityContext"]
+        self.assertIs(sc.get("privileged"), False)
+        self.assertIs(sc.get("allowPrivilegeEscalation"), False)
+        self.assertIs(sc.get("readOnlyRootFilesystem"), True)
+        self.assertEqual(sc["capabilities"].get("drop"), ["ALL"])
+        self.assertNotIn("add", sc["capabilities"])
+        self.assertIs(pod["securityContext"].get("runAsNonRoot"), True)
+        self.assertNotEqual(pod["securityContext"].get("runAsUser"), 0)
+        # hostNetwork is on for rtnetlink (sriov) and the probes, so DNS must follow it.
+        if pod.get("hostNetwork"):
+            self.assertEqual(pod.get("dnsPolicy"), "ClusterFirstWithHostNet")
+
+    def test_host_mounts_read_only(self):
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        mounts = {m["name"]: m for m in self.container["volumeMounts"]}
+        self.assertEqual(set(volumes), set(mounts))
+        host = {v["hostPath"]["path"]: name for name, v in volumes.items() if "hostPath" in v}
+        self.assertEqual(set(host), {"/sys", "/dev/infiniband"})
+        for path, name in host.items():
+            self.assertIs(mounts[name].get("readOnly"), True, path)
+        self.assertEqual(mounts[host["/dev/infiniband"]]["mountPath"], "/dev/infiniband")
+
+    def config_text(self):
+        args = self.container["args"]
+        config_path = args[args.index("--config") + 1]
+        mounts = {m["name"]: m for m in self.container["volumeMounts"]}
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        for name, mount in mounts.items():
+            if config_path.startswith(mount["mountPath"].rstrip("/") + "/"):
+                cm_name = volumes[name]["configMap"]["name"]
+                key = config_path[len(mount["mountPath"].rstrip("/")) + 1:]
+                cm = self.by_kind["ConfigMap"]
+                self.assertEqual(cm["metadata"]["name"], cm_name)
+                return cm["data"][key]
+        self.fail(f"--config {config_path} is not in a mounted ConfigMap")
+
+    def test_configmap_config_is_valid_and_matches_mounts(self):
+        text = self.config_text()
+        with tempfile.NamedTemporaryFile("w", suffix=".yaml") as f:
+            f.write(text)
+            f.flush()
+            check = subprocess.run([ibfabricd_path(), "--check-config", "--config", f.name],
+                                   capture_output=True, text=True, timeout=30)
+        self.assertEqual(check.returncode, 0, check.stdout + check.stderr)
+        config = yaml.safe_load(text)
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        sys_mount = next(m["mountPath"] for m in self.container["volumeMounts"]
+                         if volumes[m["name"]].get("hostPath", {}).get("path") == "/sys")
+        self.assertEqual(config.get("sysfs_root"), sys_mount)
+        port = int(config["web"]["listen_address"].rsplit(":", 1)[1])
+        ports = {p["name"]: p for p in self.container["ports"]}
+        self.assertEqual(ports["metrics"]["containerPort"], port)
+
+    def test_probes(self):
+        ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        for probe, path in (("livenessProbe", "/-/healthy"), ("readinessProbe", "/-/ready")):
+            with self.subTest(probe=probe):
+                get = self.container[probe]["httpGet"]
+                self.assertEqual(get["path"], path)
+                self.assertTrue(get["port"] in ports or get["port"] in ports.values(), get)
+                self.assertNotEqual(get.get("scheme", "HTTP"), "HTTPS")  # plain HTTP config
+
+    def test_service_and_servicemonitor_agree(self):
+        svc, sm = self.by_kind["Service"], self.by_kind["ServiceMonitor"]
+        pod_labels = self.by_kind["DaemonSet"]["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(selects(svc["spec"]["selector"], pod_labels))
+        self.assertEqual(svc["spec"].get("clusterIP"), "None")
+        container_ports = {p["name"]: p["containerPort"] for p in self.container["ports"]}
+        svc_ports = {p["name"]: p for p in svc["spec"]["ports"]}
+        for name, p in svc_ports.items():
+            self.assertIn(p["targetPort"], list(container_ports) + list(container_ports.values()))
+            self.assertEqual(p["port"], container_ports[name])
+        self.assertTrue(selects(sm["spec"]["selector"]["matchLabels"], svc["metadata"]["labels"]))
+        self.assertIn(svc["metadata"]["namespace"], sm["spec"]["namespaceSelector"]["matchNames"])
+        for ep in sm["spec"]["endpoints"]:
+            self.assertIn(ep["port"], svc_ports)
+            self.assertEqual(ep.get("path", "/metrics"), "/metrics")
+        # The job label is the Service's name; the rules select job=~"ibfabric.*".
+        self.assertNotIn("jobLabel", sm["spec"])
+        self.assertRegex(svc["metadata"]["name"], r"^ibfabric.*$")
+        with open(RULES) as f:
+            self.assertIn('job=~"ibfabric.*"', f.read())
+
+    def test_image_containerfile_and_version_agree(self):
+        version = project_version()
+        image = self.container["image"]
+        self.assertTrue(image.endswith(f"/ibfabricd:{version}"), image)
+        with open(CONTAINERFILE) as f:
+            text = f.read()
+        self.assertRegex(text, r"(?m)^FROM debian:12-slim$")
+        self.assertRegex(text, rf"(?m)^ARG IBFABRIC_VERSION={re.escape(version)}$")
+        self.assertRegex(text, r"(?m)^COPY dist/ibfabricd_\$\{IBFABRIC_VERSION\}_\*\.deb /tmp/$")
+        self.assertRegex(text, r"apt-get install [^\n]*\\\n[^\n]*/tmp/ibfabricd_")
+        entry = re.search(r'(?m)^ENTRYPOINT \["([^"]+)"\]$', text)
+        self.assertEqual(entry.group(1), "/usr/bin/ibfabricd")  # the package's bindir
+        self.assertIn(f"EXPOSE {self.container['ports'][0]['containerPort']}", text)
+        user = re.search(r"(?m)^USER (\d+):(\d+)$", text)
+        self.assertEqual(int(user.group(1)), self.pod["securityContext"]["runAsUser"])
+
+
+class PrometheusRuleTest(unittest.TestCase):
+    def test_generated_file_is_current(self):
+        script = os.path.join(K8S, "generate_prometheusrule.py")
+        check = subprocess.run(["python3", script, "--check"], capture_output=True, text=True,
+                               timeout=30)
+        self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_same_rules_and_promtool_accepts_them(self):
+        rule = load("prometheusrule.yaml")
+        with open(RULES) as f:
+            shipped = yaml.safe_load(f)
+        self.assertEqual(rule["spec"]["groups"], shipped["groups"])
+        count = sum(len(g["rules"]) for g in shipped["groups"])
+        self.assertGreater(count, 10)
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+            yaml.safe_dump({"groups": rule["spec"]["groups"]}, f, sort_keys=False)
+            f.flush()
+            out = subprocess.run(["promtool", "check", "rules", f.name], capture_output=True,
+                                 text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertRegex(out.stdout + out.stderr, rf"SUCCESS: {count} rules found")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)

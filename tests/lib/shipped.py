@@ -1,0 +1,93 @@
+"""The shipped alert rules and dashboard queries, in the form end-to-end tests feed them to a
+server with Prometheus's API (Prometheus, VictoriaMetrics, vmalert).
+
+Python standard library only.
+"""
+
+import glob
+import json
+import os
+import re
+
+from ibfabric_testlib import source_dir
+
+RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
+# Dashboard queries that cannot have data on this machine, and why. Nothing else may come back
+# empty.
+NO_DATA_HERE = {
+    # Per-VF traffic comes from the kernel over rtnetlink; this kernel has no VFs (the SR-IOV
+    # fixture tree gives the sysfs side only).
+    "VF received bytes": "no VFs in this kernel",
+    "VF transmitted bytes": "no VFs in this kernel",
+    "VF dropped packets": "no VFs in this kernel",
+    # The pod of a VF comes from the kubelet's pod-resources socket; no kubelet here
+    # (tests/integration/test_sriov_kubelet.py runs a fake one).
+    "Pods holding VFs": "no kubelet",
+    "Kubelet pod-resources answers": "no kubelet",
+    "Kubelet pod-resources errors per second": "no kubelet",
+}
+
+
+def shortened_rules(directory, short_for="3s"):
+    """The shipped rules on a test's time scale, written to directory/ibfabric.rules.yml: every
+    `for:` becomes short_for and every range window is divided by 60 (a minute becomes a second,
+    1h 60s, 1d 1440s), so that alerts fire and resolve within a test. Expressions and thresholds
+    are otherwise as shipped."""
+    with open(RULES) as f:
+        text = f.read()
+    text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + short_for, text, flags=re.M)
+    assert n > 0
+    seconds = {"m": 1, "h": 60, "d": 1440}
+    text, n = re.subn(r"\[(\d+)([mhd])\]",
+                      lambda m: "[%ds]" % (int(m.group(1)) * seconds[m.group(2)]), text)
+    assert n > 0
+    path = os.path.join(directory, "ibfabric.rules.yml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def rule_exprs():
+    """[(alert name, expr)] of the shipped rules, as shipped (read without a YAML library: the
+    file's `- alert:` / `expr:` layout, a one-line expr or a `|` block)."""
+    with open(RULES) as f:
+        lines = f.read().splitlines()
+    out = []
+    name = None
+    i = 0
+    while i < len(lines):
+        m = re.match(r"\s*- alert: (\S+)$", lines[i])
+        if m:
+            name = m.group(1)
+        m = re.match(r"(\s*)expr: (.*)$", lines[i])
+        if m and name:
+            if m.group(2).strip() == "|":
+                indent = len(m.group(1))
+                block = []
+                while i + 1 < len(lines) and (not lines[i + 1].strip() or
+                                              len(lines[i + 1]) - len(lines[i + 1].lstrip())
+                                              > indent):
+                    i += 1
+                    block.append(lines[i].strip())
+                expr = " ".join(b for b in block if b)
+            else:
+                expr = m.group(2).strip()
+            out.append((name, expr))
+            name = None
+        i += 1
+    return out
+
+
+def dashboard_queries(rate_interval, job="ibfabric"):
+    """(dashboard file, panel title, expr) of every query of every shipped dashboard, with
+    $__rate_interval set to rate_interval, $job to job and every other variable ($instance,
+    $device, $pf) matching all."""
+    for path in sorted(glob.glob(os.path.join(source_dir(), "dashboards", "*.json"))):
+        with open(path) as f:
+            dashboard = json.load(f)
+        for panel in dashboard["panels"]:
+            for t in panel.get("targets", []):
+                expr = t["expr"].replace("$__rate_interval", rate_interval)
+                expr = expr.replace('"$job"', '"%s"' % job)
+                expr = re.sub(r'"\$\w+"', '".+"', expr)  # $instance, $device, $pf: all
+                yield os.path.basename(path), panel["title"], expr
