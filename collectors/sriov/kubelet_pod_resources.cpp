@@ -2,9 +2,12 @@
 
 #include "pod_resources.grpc.pb.h"
 
+#include <fcntl.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <string_view>
 
 namespace ibfabric::sriov {
@@ -37,6 +40,14 @@ std::string reason_of(grpc::StatusCode code) {
 
 std::vector<DeviceAssignment> list_pod_devices(const std::string& socket_path,
                                                std::chrono::milliseconds timeout) {
+  // connect() needs write permission on the socket, which is root's. Told apart from a refusal
+  // because it is a deployment choice (the packaged service runs as its own user), not an
+  // outage; gRPC would only say "failed to connect".
+  if (::faccessat(AT_FDCWD, socket_path.c_str(), W_OK, AT_EACCESS) != 0 && errno == EACCES) {
+    throw KubeletError("permission_denied",
+                       "List: no write access to the socket (connecting needs it): run the "
+                       "daemon as root or give its user access, or set kubelet_socket: \"\"");
+  }
   grpc::ChannelArguments args;
   // Channels to the same target share subchannels (and their reconnect backoff, up to 2 min)
   // through gRPC's global pool; a private pool makes every collection really try again.

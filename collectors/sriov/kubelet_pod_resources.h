@@ -32,13 +32,14 @@ class KubeletError : public std::runtime_error {
 };
 
 //   timeout      no answer within the deadline (a kubelet that hangs, a socket nobody serves)
-//   unavailable  no gRPC connection (refused, permission denied, not an HTTP/2 peer)
+//   permission_denied  the daemon may not connect to the socket (no write access to it)
+//   unavailable  no gRPC connection (refused, not an HTTP/2 peer)
 //   unimplemented the kubelet has no v1 List (older than Kubernetes 1.20, or the
 //                feature gate is off)
 //   malformed    an answer that is not a ListPodResourcesResponse
 //   other        any other gRPC status the kubelet returned
-inline constexpr const char* kKubeletErrorReasons[] = {"timeout", "unavailable", "unimplemented",
-                                                       "malformed", "other"};
+inline constexpr const char* kKubeletErrorReasons[] = {
+    "timeout", "permission_denied", "unavailable", "unimplemented", "malformed", "other"};
 
 // Calls List on the socket at `socket_path` (absolute) and flattens the answer into one entry
 // per device id. Throws KubeletError. A fresh channel per call: a kubelet that restarts

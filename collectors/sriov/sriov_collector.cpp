@@ -97,7 +97,7 @@ const FamilyDoc kKubeletFamilies[] = {
      MetricType::Gauge},
     {kKubeletErrors,
      "pod-resources List calls that failed since the daemon started, by reason: timeout, "
-     "unavailable, unimplemented, malformed, other.",
+     "permission_denied, unavailable, unimplemented, malformed, other.",
      MetricType::Counter},
 };
 

@@ -12,11 +12,13 @@
 #include "pod_resources.grpc.pb.h"
 #include "tests/unit/collector_test_support.h"
 
+#include <grp.h>
 #include <grpcpp/generic/async_generic_service.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <boost/asio/io_context.hpp>
@@ -443,6 +445,43 @@ INSTANTIATE_TEST_SUITE_P(
                     [](const std::string& s) { return std::make_shared<GrpcServer>(s, nullptr); },
                     "unimplemented", "gRPC status 12"}),
     [](const ::testing::TestParamInfo<FailureCase>& info) { return std::string(info.param.name); });
+
+// A daemon user without write access to the kubelet's socket (the packaged service on a
+// Kubernetes node): its own reason, with the fix in the message, before any gRPC. Checked in a
+// child process that drops root (the test runs as root, which may connect anywhere); the
+// scratch directory is 0700 root, so the socket is out of reach of nobody.
+TEST(SriovKubelet, NoAccessToTheSocketIsPermissionDenied) {
+  TempDir tmp;
+  const std::string socket = tmp.path() + "/kubelet.sock";
+  FakeKubelet kubelet;
+  GrpcServer server(socket, &kubelet);
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to drop to another user";
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int code = 3;
+    if (::setgroups(0, nullptr) == 0 && ::setresgid(65534, 65534, 65534) == 0 &&
+        ::setresuid(65534, 65534, 65534) == 0) {
+      try {
+        list_pod_devices(socket, std::chrono::milliseconds(300));
+        code = 2;
+      } catch (const KubeletError& e) {
+        code = e.reason() == "permission_denied" &&
+                       std::string(e.what()).find("kubelet_socket: \"\"") != std::string::npos
+                   ? 0
+                   : 1;
+      }
+    }
+    ::_exit(code);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: another reason, 2: it answered, 3: setresuid failed";
+  EXPECT_EQ(kubelet.calls(), 0);
+  // Root, on the same socket, is let in.
+  EXPECT_NO_THROW(list_pod_devices(socket, std::chrono::milliseconds(2000)));
+}
 
 // A kubelet that fails and comes back: logged when it fails, when the failure changes, and when
 // it works again; the counters keep counting.
