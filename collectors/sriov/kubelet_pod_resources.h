@@ -34,8 +34,7 @@ class KubeletError : public std::runtime_error {
 //   timeout      no answer within the deadline (a kubelet that hangs, a socket nobody serves)
 //   permission_denied  the daemon may not connect to the socket (no write access to it)
 //   unavailable  no gRPC connection (refused, not an HTTP/2 peer)
-//   unimplemented the kubelet has no v1 List (older than Kubernetes 1.20, or the
-//                feature gate is off)
+//   unimplemented the kubelet has no v1 List (an old kubelet, or the API turned off)
 //   malformed    an answer that is not a ListPodResourcesResponse
 //   other        any other gRPC status the kubelet returned
 inline constexpr const char* kKubeletErrorReasons[] = {
