@@ -1,11 +1,21 @@
 #pragma once
-// The one interface every collector implements, and how collectors are registered.
+// The interfaces every collector implements, and how collectors are registered.
 //
-// A collector knows its source and turns it into metric families. It owns no timer: the
-// daemon's CollectorRunner calls collect() on the collector's interval, never overlapping
-// runs, and publishes the result as that collector's immutable snapshot together with its
-// health (ibfabric_collector_success, duration, last success).
-
+// A collector knows its source and turns it into metric families. The daemon's
+// CollectorRunner owns its schedule: it starts a collection on the collector's interval, at
+// most one at a time, bounds it by a deadline (`run_timeout`; by default the interval for a
+// BlockingCollector, none for a Collector, whose I/O the MAD engine bounds) and publishes the
+// result as that collector's immutable snapshot together with its health
+// (ibfabric_collector_success, duration, timeouts, run_stuck, ...).
+//
+// Two kinds, by what their source can do to a thread:
+// - Collector: collect() runs on the io_context's thread and never blocks. It may keep
+//   asynchronous work of its own on the loop between collections (the MAD engine's
+//   completions, the probe collector's sockets and probe timers), but not its schedule.
+// - BlockingCollector: its source can block a thread for as long as it likes (a sysfs read
+//   asks the HCA's firmware; a netlink dump). collect_blocking() runs on a worker thread,
+//   never on the loop; a run past its deadline fails and the thread is left to return when
+//   the kernel lets it (its late result is discarded).
 #include "collectors/metrics.h"
 #include "collectors/names/node_names.h"
 #include "config/config_section.h"
@@ -42,6 +52,17 @@ class Collector {
   virtual void collect(Done done) = 0;
 };
 
+class BlockingCollector : public Collector {
+ public:
+  // One collection, on a worker thread: may block on its source. Must not throw, must not
+  // touch the io_context, and is never called while a previous call has not returned. The
+  // object may be destroyed on the worker thread (the runner that owned it was replaced by a
+  // reload while the read was stuck), so its destructor must not need the loop either.
+  virtual CollectResult collect_blocking() = 0;
+  // The same on the calling thread (unit tests).
+  void collect(Done done) final { done(collect_blocking()); }
+};
+
 // What a collector may use. Everything here outlives every collector built from it.
 struct CollectorContext {
   boost::asio::io_context& io;
@@ -56,9 +77,9 @@ struct CollectorSpec {
   std::string_view name;
   bool enabled_by_default;
   std::chrono::nanoseconds default_interval;
-  // Reads the collector's own keys from `section` (everything but `enabled` and `interval`),
-  // calls section.finish(), and builds the collector. Throws ConfigError on a bad key. Must not
-  // touch any device: --check-config builds collectors and throws them away.
+  // Reads the collector's own keys from `section` (everything but `enabled`, `interval` and
+  // `run_timeout`), calls section.finish(), and builds the collector. Throws ConfigError on a
+  // bad key. Must not touch any device: --check-config builds collectors and throws them away.
   std::function<std::unique_ptr<Collector>(CollectorContext&, ConfigSection&)> create;
 };
 

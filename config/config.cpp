@@ -4,6 +4,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <charconv>
 
 namespace ibfabric {
@@ -48,6 +49,24 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
       web->fail("listen_address", error);
     }
     config.web_config_file = web->get_string("config_file", config.web_config_file);
+    WebLimits& limits = config.web_limits;
+    limits.max_connections = static_cast<std::size_t>(web->get_int(
+        "max_connections", static_cast<std::int64_t>(limits.max_connections), 1, 65536));
+    // Unset, it follows a lowered max_connections instead of making that an error.
+    limits.max_connections_per_client =
+        std::min(limits.max_connections_per_client, limits.max_connections);
+    limits.max_connections_per_client = static_cast<std::size_t>(
+        web->get_int("max_connections_per_client",
+                     static_cast<std::int64_t>(limits.max_connections_per_client), 1, 65536));
+    if (limits.max_connections_per_client > limits.max_connections) {
+      web->fail("max_connections_per_client", "must be at most web.max_connections (" +
+                                                  std::to_string(limits.max_connections) + ")");
+    }
+    const auto min_timeout = std::chrono::milliseconds(10);
+    limits.header_timeout = web->get_duration("header_timeout", limits.header_timeout, min_timeout);
+    limits.tls_handshake_timeout =
+        web->get_duration("tls_handshake_timeout", limits.tls_handshake_timeout, min_timeout);
+    limits.idle_timeout = web->get_duration("idle_timeout", limits.idle_timeout, min_timeout);
     web->finish();
   }
   config.mad = top.get_section("mad");
@@ -68,10 +87,14 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
     std::optional<ConfigSection> section =
         collectors ? collectors->get_section(name) : std::nullopt;
     if (!section) section.emplace(YAML::Node(), source, "collectors." + name);
-    CollectorConfig cc{name, spec.enabled_by_default, spec.default_interval, *section};
+    CollectorConfig cc{name, spec.enabled_by_default, spec.default_interval, spec.default_interval,
+                       *section};
     cc.enabled = cc.section.get_bool("enabled", spec.enabled_by_default);
     cc.interval =
         cc.section.get_duration("interval", spec.default_interval, std::chrono::milliseconds(100));
+    // Absent: zero, the runner's default for the collector's kind (collector_runner.h).
+    cc.run_timeout = cc.section.get_duration("run_timeout", std::chrono::nanoseconds::zero(),
+                                             std::chrono::milliseconds(10));
     config.collectors.push_back(std::move(cc));
   }
   if (collectors) collectors->finish();

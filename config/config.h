@@ -5,6 +5,7 @@
 #include "config/config_section.h"
 
 #include <chrono>
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -17,9 +18,23 @@ struct CollectorConfig {
   std::string name;
   bool enabled = false;
   std::chrono::nanoseconds interval{};
-  // The collector's section with `enabled` and `interval` already read; the collector's
-  // factory reads the rest and calls finish().
+  // Bound on one collection; a run past it fails (collectors/collector.h). Zero when not set:
+  // the interval for a blocking collector, none for one that runs on the loop.
+  std::chrono::nanoseconds run_timeout{};
+  // The collector's section with `enabled`, `interval` and `run_timeout` already read; the
+  // collector's factory reads the rest and calls finish().
   ConfigSection section;
+};
+
+// What the endpoint allows each client, so that slow or idle clients cannot starve scrapes
+// (docs/security.md). Keys under `web:`.
+struct WebLimits {
+  std::size_t max_connections = 64;
+  std::size_t max_connections_per_client = 16;                        // per client IP address
+  std::chrono::nanoseconds header_timeout = std::chrono::seconds(5);  // a request's headers
+  std::chrono::nanoseconds tls_handshake_timeout = std::chrono::seconds(5);
+  std::chrono::nanoseconds idle_timeout = std::chrono::minutes(2);  // keep-alive between requests
+  bool operator==(const WebLimits&) const = default;
 };
 
 struct DaemonConfig {
@@ -27,6 +42,7 @@ struct DaemonConfig {
   std::string log_level = "info";
   std::string listen_address = kDefaultListenAddress;
   std::string web_config_file;  // TLS and basic auth; "" = plain HTTP, no auth
+  WebLimits web_limits;
   std::string sysfs_root = "/sys";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;

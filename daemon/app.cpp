@@ -45,9 +45,43 @@ App::App(Options options)
                 "TLS handshakes that failed: plain HTTP to the TLS port, an untrusted client "
                 "certificate, a protocol below the minimum version.",
                 {}, static_cast<double>(stats.tls_handshake_failures));
-    out.counter("ibfabric_http_connections_rejected_total",
-                "Connections closed at once because too many were open.", {},
+    out.counter("ibfabric_http_requests_total", help, {{"code", "503"}},
+                static_cast<double>(stats.unavailable));
+    // Connection management (docs/security.md): caps, evictions, deadlines.
+    using Stats = HttpServer::Stats;
+    const char* rejected =
+        "Connections closed at once: a cap was reached and every connection "
+        "under it was busy serving a request.";
+    out.counter("ibfabric_http_connections_rejected_total", rejected,
+                {{"reason", HttpServer::cap_name(Stats::total_cap)}},
                 static_cast<double>(stats.rejected));
+    out.counter("ibfabric_http_connections_rejected_total", rejected,
+                {{"reason", HttpServer::cap_name(Stats::client_cap)}},
+                static_cast<double>(stats.rejected_per_client));
+    for (int cap = 0; cap < Stats::kCaps; ++cap) {
+      for (int phase = 0; phase < Stats::kPhases; ++phase) {
+        out.counter("ibfabric_http_connections_evicted_total",
+                    "Connections closed to make way for a new one at a cap, by the cap and by "
+                    "what the closed one was waiting for from its client.",
+                    {{"reason", HttpServer::cap_name(static_cast<Stats::Cap>(cap))},
+                     {"phase", HttpServer::phase_name(static_cast<Stats::Phase>(phase))}},
+                    static_cast<double>(stats.evicted[cap][phase]));
+      }
+    }
+    const char* timeouts =
+        "Connections closed at a deadline: web.tls_handshake_timeout, "
+        "web.header_timeout, web.idle_timeout, or 30 s to write a response.";
+    const std::pair<const char*, std::uint64_t> phases[] = {
+        {"tls_handshake", stats.tls_handshake_timeouts},
+        {"headers", stats.header_timeouts},
+        {"idle", stats.idle_timeouts},
+        {"write", stats.write_timeouts}};
+    for (const auto& [phase, value] : phases) {
+      out.counter("ibfabric_http_timeouts_total", timeouts, {{"phase", phase}},
+                  static_cast<double>(value));
+    }
+    out.gauge("ibfabric_http_connections_open", "Connections open to the endpoint.", {},
+              static_cast<double>(stats.open_connections));
   });
 }
 
@@ -104,8 +138,11 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonCon
     // someone enables it.
     auto built = spec->create(context, collector.section);
     if (!collector.enabled) continue;
+    auto& slot = run_slots_[collector.name];
+    if (!slot) slot = std::make_shared<RunSlot>();
     runners.push_back(std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
-                                                        std::move(built), store_));
+                                                        collector.run_timeout, std::move(built),
+                                                        store_, slot));
   }
   return runners;
 }
@@ -151,7 +188,16 @@ int App::run_once() {
   if (pending > 0) io_.run();
   std::cout << render();
   std::cout.flush();
+  for (auto& runner : runners_) runner->stop();
   return all_ok ? 0 : 1;
+}
+
+std::size_t App::runs_in_flight() const {
+  std::size_t busy = 0;
+  for (const auto& [name, slot] : run_slots_) {
+    if (slot->busy.load(std::memory_order_acquire)) ++busy;
+  }
+  return busy;
 }
 
 int App::serve() {
@@ -159,6 +205,15 @@ int App::serve() {
     HttpServerOptions http_options;
     http_options.listen_address = config_.listen_address;
     http_options.web = web_;
+    http_options.limits = config_.web_limits;
+    // Ready once every enabled collector has published a snapshot, successful or not.
+    http_options.not_ready = [this] {
+      std::vector<std::string> waiting;
+      for (const auto& runner : runners_) {
+        if (!store_.published(runner->name())) waiting.push_back(runner->name());
+      }
+      return waiting;
+    };
     http_ = std::make_unique<HttpServer>(io_, std::move(http_options), [this] { return render(); });
   } catch (const std::exception& e) {
     spdlog::critical("msg=\"cannot start the metrics endpoint\" error=\"{}\"", e.what());
@@ -207,6 +262,7 @@ void App::reload() {
     auto runners = build_runners(next);
     try {
       if (http_) http_->set_web_config(next_web);  // e.g. a renewed certificate
+      if (http_) http_->set_limits(next.web_limits);
     } catch (const std::runtime_error& e) {
       throw ConfigError(e.what());
     }

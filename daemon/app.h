@@ -13,7 +13,9 @@
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 namespace ibfabric {
@@ -25,6 +27,10 @@ class App {
 
   // Exit codes: 0 ok, 1 a collector failed (--once) or runtime error, 2 bad flags or config.
   int run();
+  // Collectors whose last run has not returned (a thread stuck in a read). The caller should
+  // then end the process without destructors (std::_Exit): such a thread still uses the
+  // collector it holds and cannot be joined or cancelled.
+  std::size_t runs_in_flight() const;
 
  private:
   DaemonConfig load_config() const;  // the file (or defaults) with the flags applied
@@ -52,6 +58,8 @@ class App {
   mad::EngineConfig mad_config_;
   std::shared_ptr<mad::Engine> mad_engine_;
   std::vector<std::shared_ptr<CollectorRunner>> runners_;
+  // Per collector name, kept across reloads: one outstanding run per collector, ever.
+  std::map<std::string, std::shared_ptr<RunSlot>> run_slots_;
   std::vector<LiveMetrics> live_metrics_;
   std::unique_ptr<HttpServer> http_;
   DaemonConfig config_;

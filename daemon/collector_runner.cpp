@@ -1,29 +1,63 @@
 #include "daemon/collector_runner.h"
 
+#include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
+
+#include <system_error>
+#include <thread>
 
 namespace ibfabric {
 
 using Clock = std::chrono::steady_clock;
 
+namespace {
+
+double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+}  // namespace
+
 CollectorRunner::CollectorRunner(boost::asio::io_context& io, std::string name,
                                  std::chrono::nanoseconds interval,
-                                 std::unique_ptr<Collector> collector, SnapshotStore& store)
-    : timer_(io),
+                                 std::chrono::nanoseconds run_timeout,
+                                 std::unique_ptr<Collector> collector, SnapshotStore& store,
+                                 std::shared_ptr<RunSlot> slot)
+    : io_(io),
+      timer_(io),
+      deadline_(io),
       name_(std::move(name)),
       interval_(interval),
       collector_(std::move(collector)),
-      store_(store) {}
+      blocking_(dynamic_cast<BlockingCollector*>(collector_.get())),
+      store_(store),
+      // Only a blocking collector's runs hold a thread: only they need a slot kept across
+      // reloads. A loop collector's run in flight at a reload is simply dropped, as before.
+      slot_(slot && blocking_ ? std::move(slot) : std::make_shared<RunSlot>()),
+      mailbox_(std::make_shared<Mailbox>()) {
+  run_timeout_ = run_timeout.count() > 0 ? run_timeout
+                 : blocking_             ? interval
+                                         : std::chrono::nanoseconds::zero();
+  mailbox_->io = &io_;
+}
+
+CollectorRunner::~CollectorRunner() {
+  std::lock_guard lock(mailbox_->mutex);
+  mailbox_->io = nullptr;
+}
 
 void CollectorRunner::start() {
-  stopped_ = false;
-  schedule(Clock::now());
+  if (!stopped_) schedule(Clock::now());
 }
 
 void CollectorRunner::stop() {
   stopped_ = true;
-  ++run_generation_;  // a run in flight finishes into nothing
   timer_.cancel();
+  deadline_.cancel();
+  done_ = nullptr;
+  {
+    std::lock_guard lock(mailbox_->mutex);
+    mailbox_->io = nullptr;
+  }
   store_.remove(name_);
 }
 
@@ -39,35 +73,133 @@ void CollectorRunner::schedule(Clock::time_point next) {
       auto next = started + self->interval_;
       auto now = Clock::now();
       if (next <= now) {
-        ++self->overruns_;
-        spdlog::warn(
-            "collector={} msg=\"run took longer than its interval; next run starts now\" "
-            "duration_seconds={:.3f} interval_seconds={:.3f}",
-            self->name_, std::chrono::duration<double>(now - started).count(),
-            std::chrono::duration<double>(self->interval_).count());
-        next = now;
+        if (self->timed_out_) {
+          // Failed at a deadline of an interval or more: ask the source again an interval
+          // later, not at once (it most likely still hangs, and the run would only be skipped).
+          next = now + self->interval_;
+        } else {
+          ++self->overruns_;
+          spdlog::warn(
+              "collector={} msg=\"run took longer than its interval; next run starts now\" "
+              "duration_seconds={:.3f} interval_seconds={:.3f}",
+              self->name_, seconds(now - started), seconds(self->interval_));
+          next = now;
+        }
       }
       self->schedule(next);
     });
   });
 }
 
+std::string CollectorRunner::stuck_error() const {
+  // One text for the timed-out run and the ticks it makes fail, so it is logged once.
+  if (run_timeout_.count() == 0) return "the previous run has not returned; no new run starts";
+  return fmt::format(
+      "a run did not finish within run_timeout={:.3f}s; no new run starts until it returns",
+      seconds(run_timeout_));
+}
+
 void CollectorRunner::run(std::function<void(bool)> done) {
-  auto generation = run_generation_;
-  auto started = Clock::now();
-  // The collector may complete synchronously or later; either way `finish` runs exactly once
-  // and a result from before a stop() is dropped.
-  auto self = shared_from_this();
-  collector_->collect([self, generation, started, done = std::move(done)](CollectResult result) {
-    if (generation != self->run_generation_) return;
-    bool success = result.success;
-    self->finish(std::move(result), started);
-    if (done) done(success);
+  // One outstanding run per collector, across reloads: a run that passed its deadline and has
+  // not returned keeps its thread, and every tick meanwhile fails without starting another.
+  if (slot_->busy.load(std::memory_order_acquire)) {
+    stuck_ = true;
+    finish(CollectResult{{}, false, stuck_error()}, last_duration_seconds_);
+    if (done) done(false);
+    return;
+  }
+  stuck_ = false;
+  timed_out_ = false;
+  slot_->busy.store(true, std::memory_order_relaxed);
+  const auto id = ++last_id_;
+  in_flight_ = id;
+  started_ = Clock::now();
+  done_ = std::move(done);
+
+  if (run_timeout_.count() > 0) {
+    deadline_.expires_after(run_timeout_);
+    deadline_.async_wait([self = shared_from_this(), id](const boost::system::error_code& ec) {
+      if (!ec) self->on_deadline(id);
+    });
+  }
+
+  if (blocking_) {
+    start_blocking(*blocking_, id);
+    return;
+  }
+  // May complete synchronously or later, always on the loop.
+  collector_->collect([self = shared_from_this(), slot = slot_, id](CollectResult result) {
+    slot->busy.store(false, std::memory_order_release);
+    self->on_result(id, std::move(result));
   });
 }
 
-void CollectorRunner::finish(CollectResult result, Clock::time_point started) {
-  double duration = std::chrono::duration<double>(Clock::now() - started).count();
+void CollectorRunner::start_blocking(BlockingCollector& blocking, std::uint64_t id) {
+  auto work = [collector = collector_, &blocking, slot = slot_, mailbox = mailbox_,
+               weak = weak_from_this(), id]() mutable {
+    CollectResult result;
+    try {
+      result = blocking.collect_blocking();
+    } catch (const std::exception& e) {
+      result = CollectResult{{}, false, e.what()};
+    }
+    // The collector is done with: let the next run (or, after a reload, its destruction) have
+    // it before the slot frees.
+    collector.reset();
+    slot->busy.store(false, std::memory_order_release);
+    std::lock_guard lock(mailbox->mutex);
+    if (!mailbox->io) return;  // the runner stopped: nobody wants this result
+    boost::asio::post(*mailbox->io, [weak = std::move(weak), id, result = std::move(result)] {
+      if (auto self = weak.lock()) self->on_result(id, std::move(result));
+    });
+  };
+  try {
+    // Detached: a read that never returns must not hold up the loop, a reload or the exit.
+    std::thread(std::move(work)).detach();
+  } catch (const std::system_error& e) {
+    slot_->busy.store(false, std::memory_order_relaxed);
+    on_result(id, CollectResult{{}, false, std::string("cannot start a thread: ") + e.what()});
+  }
+}
+
+void CollectorRunner::on_result(std::uint64_t id, CollectResult result) {
+  if (id != in_flight_) return;  // a run this runner had already given up on and replaced
+  in_flight_ = 0;
+  if (stopped_) return;
+  const double duration = seconds(Clock::now() - started_);
+  if (timed_out_) {
+    // Its deadline already failed this run; what it read is late and is discarded.
+    spdlog::debug(
+        "collector={} msg=\"a run that passed its deadline returned; its result is discarded\" "
+        "duration_seconds={:.3f}",
+        name_, duration);
+    stuck_ = false;
+    publish(false, {});
+    return;
+  }
+  deadline_.cancel();
+  const bool success = result.success;
+  finish(std::move(result), duration);
+  if (auto done = std::move(done_)) {
+    done_ = nullptr;
+    done(success);
+  }
+}
+
+void CollectorRunner::on_deadline(std::uint64_t id) {
+  if (id != in_flight_ || timed_out_ || stopped_) return;
+  timed_out_ = true;
+  stuck_ = true;
+  ++timeouts_;
+  finish(CollectResult{{}, false, stuck_error()}, seconds(run_timeout_));
+  if (auto done = std::move(done_)) {
+    done_ = nullptr;
+    done(false);
+  }
+}
+
+void CollectorRunner::finish(CollectResult result, double duration_seconds) {
+  last_duration_seconds_ = duration_seconds;
   ++runs_;
   if (result.success) {
     last_success_unix_seconds_ =
@@ -79,19 +211,23 @@ void CollectorRunner::finish(CollectResult result, Clock::time_point started) {
   } else {
     ++failures_;
     // Log a failure when it starts or changes, not on every run.
-    if (result.error != last_error_) {
-      spdlog::error("collector={} msg=\"collection failed\" error=\"{}\"", name_, result.error);
-      last_error_ = result.error.empty() ? "unknown error" : result.error;
+    std::string error = result.error.empty() ? "unknown error" : result.error;
+    if (error != last_error_) {
+      spdlog::error("collector={} msg=\"collection failed\" error=\"{}\"", name_, error);
+      last_error_ = std::move(error);
     }
   }
+  publish(result.success, std::move(result.metrics));
+}
 
+void CollectorRunner::publish(bool success, MetricFamilies metrics) {
   MetricsBuilder health;
   Labels labels{{"collector", name_}};
   health.gauge("ibfabric_collector_success",
                "1 if the collector's last run read its source, 0 if it failed.", labels,
-               result.success ? 1 : 0);
+               success ? 1 : 0);
   health.gauge("ibfabric_collector_duration_seconds", "How long the collector's last run took.",
-               labels, duration);
+               labels, last_duration_seconds_);
   if (last_success_unix_seconds_ > 0) {
     health.gauge("ibfabric_collector_last_success_timestamp_seconds",
                  "Unix time of the collector's last successful run.", labels,
@@ -105,10 +241,17 @@ void CollectorRunner::finish(CollectResult result, Clock::time_point started) {
   health.counter("ibfabric_collector_overruns_total",
                  "Runs that took longer than the collector's interval (the next run was late).",
                  labels, static_cast<double>(overruns_));
+  health.counter("ibfabric_collector_timeouts_total",
+                 "Runs that did not finish within the collector's run_timeout (failed runs).",
+                 labels, static_cast<double>(timeouts_));
+  health.gauge("ibfabric_collector_run_stuck",
+               "1 while a run that passed its deadline has not returned (a blocking collector's "
+               "thread still waits on its source); no new run of the collector starts meanwhile.",
+               labels, stuck_ ? 1 : 0);
 
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->families = std::move(health).take();
-  merge_families(snapshot->families, result.metrics);
+  merge_families(snapshot->families, metrics);
   store_.publish(name_, std::move(snapshot));
 }
 

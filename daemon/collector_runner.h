@@ -1,51 +1,107 @@
 #pragma once
-// Drives one collector: its own timer, one run at a time, and its health published with its
-// metrics in one snapshot.
+// Drives one collector: its own timer, at most one run at a time, each run bounded by a
+// deadline, and its health published with its metrics in one snapshot.
+//
+// A BlockingCollector runs on a thread of its own per run (detached), which posts its result
+// back to the loop; the loop never waits for it. A run past its deadline (of either kind) is
+// published as a failed run (health only: the collector's series are dropped, as node_exporter
+// drops a failed collector's) and the thread is left to return whenever its read does; until then
+// no new run of that collector starts (each tick that finds it still busy is a failed run), so a
+// source that never answers costs one thread per collector, not one per tick. Its late result
+// is discarded: the next run reads the source afresh.
 
 #include "collectors/collector.h"
 #include "daemon/snapshot_store.h"
 
 #include <boost/asio/steady_timer.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace ibfabric {
 
+// Whether a collector has a run that has not returned yet. Shared by every runner a blocking
+// collector's name has had (a reload replaces runners), so that a thread still stuck in a read
+// keeps a new runner from starting a second one. Set on the loop, cleared by whoever finishes the
+// run (the worker thread, or the loop for a non-blocking collector).
+struct RunSlot {
+  std::atomic<bool> busy{false};
+};
+
 class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
  public:
+  // `run_timeout` zero means the default: the interval for a BlockingCollector, none for a
+  // collector that runs on the loop (its I/O is bounded by the MAD engine's timeouts, it holds
+  // no thread, and a sweep longer than its interval is an overrun, not a failure). `slot` null
+  // means a slot of its own.
   CollectorRunner(boost::asio::io_context& io, std::string name, std::chrono::nanoseconds interval,
-                  std::unique_ptr<Collector> collector, SnapshotStore& store);
+                  std::chrono::nanoseconds run_timeout, std::unique_ptr<Collector> collector,
+                  SnapshotStore& store, std::shared_ptr<RunSlot> slot = nullptr);
+  ~CollectorRunner();
 
-  // Runs now, then every interval. A run that outlasts its interval is counted as an overrun
-  // and the next run starts when it ends: runs never overlap.
+  // Runs now, then every interval. A run that outlasts its interval (but not its deadline) is
+  // counted as an overrun and the next run starts when it ends: runs never overlap.
   void start();
-  // Stops the timer and drops the result of a run in flight. Removes its snapshot.
+  // Final: stops the timers, drops the result of a run in flight (a worker thread's result is
+  // no longer even posted) and removes the snapshot. Call before the io_context goes away.
   void stop();
-  // One run, then `done` (for --once).
+  // One run, then `done` (for --once); `done` is called at the deadline at the latest.
   void run_once(std::function<void(bool success)> done);
 
   const std::string& name() const { return name_; }
 
  private:
-  void run(std::function<void(bool)> done);
-  void finish(CollectResult result, std::chrono::steady_clock::time_point started);
-  void schedule(std::chrono::steady_clock::time_point next);
+  // What a worker thread posts its result through; closed by stop() so that nothing is posted
+  // to an io_context that is going away. The lock is held only while posting, never while a
+  // worker reads its source.
+  struct Mailbox {
+    std::mutex mutex;
+    boost::asio::io_context* io = nullptr;
+  };
 
+  void run(std::function<void(bool)> done);
+  void start_blocking(BlockingCollector& collector, std::uint64_t id);
+  void on_result(std::uint64_t id, CollectResult result);
+  void on_deadline(std::uint64_t id);
+  // Counts a run and publishes its health, with the collector's metrics on success (or a
+  // partial failure the collector chose to report values with).
+  void finish(CollectResult result, double duration_seconds);
+  void publish(bool success, MetricFamilies metrics);
+  void schedule(std::chrono::steady_clock::time_point next);
+  std::string stuck_error() const;
+
+  boost::asio::io_context& io_;
   boost::asio::steady_timer timer_;
+  boost::asio::steady_timer deadline_;
   std::string name_;
   std::chrono::nanoseconds interval_;
-  std::unique_ptr<Collector> collector_;
+  std::chrono::nanoseconds run_timeout_;  // zero: no deadline
+  std::shared_ptr<Collector> collector_;
+  BlockingCollector* blocking_ = nullptr;  // collector_ when it is one
   SnapshotStore& store_;
+  std::shared_ptr<RunSlot> slot_;
+  std::shared_ptr<Mailbox> mailbox_;
   bool stopped_ = false;
-  std::uint64_t run_generation_ = 0;
+
+  // The run this runner started that has not returned (0: none), and whether its deadline
+  // has already failed it.
+  std::uint64_t last_id_ = 0;
+  std::uint64_t in_flight_ = 0;
+  bool timed_out_ = false;
+  std::chrono::steady_clock::time_point started_;
+  std::function<void(bool)> done_;
 
   // Health, kept across runs.
   std::uint64_t runs_ = 0;
   std::uint64_t failures_ = 0;
   std::uint64_t overruns_ = 0;
+  std::uint64_t timeouts_ = 0;
+  bool stuck_ = false;  // a run past its deadline has not returned
+  double last_duration_seconds_ = 0;
   double last_success_unix_seconds_ = 0;
   std::string last_error_;
 };

@@ -6,6 +6,7 @@ namespace ibfabric {
 
 void SnapshotStore::publish(const std::string& collector, SnapshotPtr snapshot) {
   std::lock_guard lock(mutex_);
+  published_.insert(collector);
   auto it = std::find_if(entries_.begin(), entries_.end(),
                          [&](const auto& entry) { return entry.first == collector; });
   if (it == entries_.end()) {
@@ -26,6 +27,15 @@ std::vector<SnapshotPtr> SnapshotStore::all() const {
   out.reserve(entries_.size());
   for (const auto& entry : entries_) out.push_back(entry.second);
   return out;
+}
+
+}  // namespace ibfabric
+
+namespace ibfabric {
+
+bool SnapshotStore::published(const std::string& collector) const {
+  std::lock_guard lock(mutex_);
+  return published_.contains(collector);
 }
 
 }  // namespace ibfabric

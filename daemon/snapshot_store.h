@@ -5,6 +5,7 @@
 #include "collectors/metrics.h"
 
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -17,10 +18,14 @@ class SnapshotStore {
   void remove(const std::string& collector);
   // In the order collectors first published.
   std::vector<SnapshotPtr> all() const;
+  // Whether `collector` has published at least once since start (a later remove() does not
+  // undo it: a reload that rebuilds a collector does not make the daemon unready).
+  bool published(const std::string& collector) const;
 
  private:
   mutable std::mutex mutex_;
   std::vector<std::pair<std::string, SnapshotPtr>> entries_;
+  std::set<std::string> published_;
 };
 
 }  // namespace ibfabric

@@ -165,6 +165,53 @@ def port_rate(metric, extra=""):
             (metric, SEL, extra, RI))
 
 
+# Names instead of GUIDs (ibfabric_ports_peer_info, ibfabric_fabric_link_info carry both ends'
+# names). A series without a name (no peer read yet) is kept, unnamed, by the `unless` branch.
+PEER_INFO = ("max by (instance, device, port, node_guid, node_name, peer_node_name, peer_port) "
+             "(ibfabric_ports_peer_info{%s})" % SEL)
+LINK_INFO = ("max by (node_guid, port, node_name, remote_node_guid, remote_port, "
+             "remote_node_name) (ibfabric_fabric_link_info{%s})" % SEL)
+PORT_LEGEND = "{{node_name}} {{device}}/{{port}} {{side}} - {{peer_node_name}} p{{peer_port}}"
+SWITCH_LEGEND = "{{node_name}} p{{port}} - {{remote_node_name}} p{{remote_port}}"
+
+
+def with_peer_names(expr):
+    return ("(%s) * on (instance, device, port) group_left (node_name, peer_node_name, peer_port) "
+            "%s or (%s) unless on (instance, device, port) %s" % (expr, PEER_INFO, expr, PEER_INFO))
+
+
+def with_link_names(expr):
+    return ("(%s) * on (node_guid, port) group_left (node_name, remote_node_name, remote_port) "
+            "%s or (%s) unless on (node_guid, port) %s" % (expr, LINK_INFO, expr, LINK_INFO))
+
+
+def both_ends(fabric_metrics, ports_metrics):
+    """Per cable (one row per switch end in ibfabric_fabric_link_info): the increase over the
+    dashboard's range of `fabric_metrics` at the switch end plus, at the far end, the same
+    counters from the sweep (a switch) or from the host's own ports collector (a CA)."""
+    def summed(metrics, sel, by):
+        return "max by (%s) (%s)" % (by, " + ".join(
+            "increase(%s{%s}[$__range])" % (m, sel) for m in metrics))
+    near = summed(fabric_metrics, SEL, "node_guid, port")
+    hosts = ("max by (node_guid, port) (%s * on (instance, device, port) group_left (node_guid) "
+             "%s)" % (summed(ports_metrics, SEL + ',side="local"', "instance, device, port"),
+                      PEER_INFO))
+
+    def as_far(expr):
+        return ('label_replace(label_replace(%s, "remote_node_guid", "$1", "node_guid", "(.*)"), '
+                '"remote_port", "$1", "port", "(.*)")' % expr)
+    at_near = "%s * on (node_guid, port) group_left () %s" % (LINK_INFO, near)
+    far = "(%s or %s)" % (as_far(near), as_far(hosts))
+    return ("sort_desc(topk(25, (%s) + on (remote_node_guid, remote_port) group_left () %s "
+            "or (%s)))" % (at_near, far, at_near))
+
+
+def switch_end(expr):
+    """`expr` (by node_guid, port) on each cable's row, at its switch end."""
+    return "%s * on (node_guid, port) group_left () max by (node_guid, port) (%s)" % (LINK_INFO,
+                                                                                       expr)
+
+
 ERROR_COUNTERS = [
     ("ibfabric_ports_symbol_errors_total", "Symbol errors",
      "Minor errors on a physical lane (SymbolErrorCounter): a marginal cable or transceiver."),
@@ -213,8 +260,8 @@ def fabric_overview():
     lay.row("Errors (both ends of every local link; side=peer is the switch port)")
     for metric, title, desc in ERROR_COUNTERS:
         lay.add(timeseries(title + " per second", desc + " Top 10 ports.", "cps",
-                           target("topk(10, %s)" % port_rate(metric),
-                                  "{{instance}} {{device}}/{{port}} {{side}}")), 12, 8)
+                           target("topk(10, %s)" % with_peer_names(port_rate(metric)),
+                                  PORT_LEGEND)), 12, 8)
     lay.row("Traffic and congestion")
     lay.add(timeseries("Top talkers: transmitted", "Local ports sending the most data.", "Bps",
                        target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_bytes_total",
@@ -227,8 +274,9 @@ def fabric_overview():
     lay.add(timeseries("Congestion: PortXmitWait ticks per second",
                        "Ticks a port had data to send but no credit (PortXmitWait), top 10. The "
                        "tick length is the hardware's; compare ports with each other.", "cps",
-                       target("topk(10, %s)" % port_rate("ibfabric_ports_transmit_wait_ticks_total"),
-                              "{{instance}} {{device}}/{{port}} {{side}}")), 24, 8)
+                       target("topk(10, %s)" % with_peer_names(
+                           port_rate("ibfabric_ports_transmit_wait_ticks_total")),
+                              PORT_LEGEND)), 24, 8)
     lay.row("Subnet Manager")
     lay.add(stat("SMs in state master", "Most SMs in state master any node sees (exactly 1 is "
                  "healthy; 0 means no master).", "none",
@@ -266,18 +314,45 @@ def fabric_overview():
     lay.add(timeseries("Switch port errors per second",
                        "Symbol errors, link error recoveries, links downed and receive errors on "
                        "switch ports (every cable, including switch to switch), top 10.", "cps",
-                       target("topk(10, sum by (node_guid, port) ("
-                              "rate(ibfabric_fabric_port_symbol_errors_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_link_error_recoveries_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_link_downed_total{%s}[%s]) + "
-                              "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s])))"
-                              % (fsel, RI, fsel, RI, fsel, RI, fsel, RI),
-                              "{{node_guid}} port {{port}}")), 12, 8)
+                       target("topk(10, %s)" % with_link_names(
+                           "sum by (node_guid, port) ("
+                           "rate(ibfabric_fabric_port_symbol_errors_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_link_error_recoveries_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_link_downed_total{%s}[%s]) + "
+                           "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s]))"
+                           % (fsel, RI, fsel, RI, fsel, RI, fsel, RI)),
+                              SWITCH_LEGEND)), 12, 8)
     lay.add(timeseries("Switch port congestion", "PortXmitWait ticks per second on switch "
                        "ports, top 10.", "cps",
-                       target("topk(10, sum by (node_guid, port) (rate("
-                              "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s])))"
-                              % (fsel, RI), "{{node_guid}} port {{port}}")), 12, 8)
+                       target("topk(10, %s)" % with_link_names(
+                           "sum by (node_guid, port) (rate("
+                           "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s]))"
+                           % (fsel, RI)), SWITCH_LEGEND)), 12, 8)
+    lay.row("Worst cables (a cable is named by both of its ends)")
+    errors = ["ibfabric_fabric_port_%s_total" % c for c in (
+        "symbol_errors", "link_error_recoveries", "receive_errors", "local_link_integrity_errors",
+        "excessive_buffer_overrun_errors")]
+    host_errors = [m.replace("fabric_port_", "ports_") for m in errors]
+    lay.add(table("Worst cables",
+                  "Every cable from the fabric sweep as switch port - far end, by name, with the "
+                  "errors counted at either end over the dashboard's range (a bad transmitter "
+                  "shows up as receive errors at the far end; a host's end comes from its own "
+                  "ports collector), links downed at either end, and the link's width and lane "
+                  "speed now against their best in the last day. Cables between two switches "
+                  "appear once from each end.", "none",
+                  target(both_ends(errors, host_errors), instant=True, fmt="table"),
+                  target(both_ends(["ibfabric_fabric_port_link_downed_total"],
+                                   ["ibfabric_ports_link_downed_total"]),
+                         ref="B", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_width_lanes{%s}" % fsel),
+                         ref="C", instant=True, fmt="table"),
+                  target(switch_end("max_over_time(ibfabric_fabric_port_link_width_lanes{%s}[1d])"
+                                    % fsel), ref="D", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_speed_lane_gigabits{%s}" % fsel),
+                         ref="E", instant=True, fmt="table"),
+                  target(switch_end("max_over_time("
+                                    "ibfabric_fabric_port_link_speed_lane_gigabits{%s}[1d])"
+                                    % fsel), ref="F", instant=True, fmt="table")), 24, 10)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
                      "top talkers, Subnet Manager state, switch ports.", lay, variables())
@@ -350,13 +425,17 @@ def daemon():
     lay.add(timeseries("Collector run time", "Duration of each collector's last run.", "s",
                        target("ibfabric_collector_duration_seconds{%s}" % SEL,
                               "{{instance}} {{collector}}")), 12, 7)
-    lay.add(timeseries("Collector failures and overruns per second",
-                       "Failed runs, and runs that outlasted their interval.", "cps",
+    lay.add(timeseries("Collector failures, timeouts and overruns per second",
+                       "Failed runs, runs that missed their run_timeout (a source that does not "
+                       "answer), and runs that outlasted their interval.", "cps",
                        target("sum by (instance, collector) (rate(ibfabric_collector_failures_total"
                               "{%s}[%s]))" % (SEL, RI), "failures {{instance}} {{collector}}"),
                        target("sum by (instance, collector) (rate(ibfabric_collector_overruns_total"
                               "{%s}[%s]))" % (SEL, RI), "overruns {{instance}} {{collector}}",
-                              ref="B")), 24, 7)
+                              ref="B"),
+                       target("sum by (instance, collector) (rate(ibfabric_collector_timeouts_total"
+                              "{%s}[%s]))" % (SEL, RI), "timeouts {{instance}} {{collector}}",
+                              ref="C")), 24, 7)
     lay.row("MAD engine")
     lay.add(timeseries("MAD requests per second by result",
                        "Requests finished by the engine, by management class and result.", "reqps",
@@ -548,7 +627,112 @@ def sriov():
                      variables(instance_multi=False, extra=extra))
 
 
+def rdma_nics():
+    """RoCE and EFA ports (and every other local RDMA port) from the sysfs collector."""
+    lay = Layout()
+    dsel = SEL + ',device=~"$device"'
+    by = "sum by (instance, device, port)"
+
+    def rate_of(metric):
+        return "%s (rate(%s{%s}[%s]))" % (by, metric, dsel, RI)
+
+    legend = "{{instance}} {{device}}/{{port}}"
+    lay.row("Traffic (every local RDMA port: InfiniBand, RoCE, EFA)")
+    lay.add(table("Ports", "Link layer (InfiniBand, Ethernet for RoCE, Unknown for EFA), state, "
+                  "width and speed of every local port (ibfabric_sysfs_port_info).", "none",
+                  target("ibfabric_sysfs_port_info{%s}" % dsel, instant=True, fmt="table")),
+            24, 6)
+    lay.add(timeseries("Throughput against the effective rate",
+                       "Bytes per second sent and received per port, and the port's data rate "
+                       "after line encoding (ibfabric_sysfs_port_effective_rate_bytes_per_second)"
+                       ". EFA's counts come from its hw_counters, in bytes.", "Bps",
+                       target(rate_of("ibfabric_sysfs_port_transmit_bytes_total"),
+                              "tx " + legend),
+                       target(rate_of("ibfabric_sysfs_port_receive_bytes_total"),
+                              "rx " + legend, ref="B"),
+                       target("ibfabric_sysfs_port_effective_rate_bytes_per_second{%s}" % dsel,
+                              "rate " + legend, ref="C")), 24, 8)
+    lay.row("RoCE congestion (mlx5)")
+    lay.add(timeseries("ECN-marked packets received per second",
+                       "RoCE packets that arrived with an ECN Congestion Experienced mark "
+                       "(np_ecn_marked_roce_packets): a switch queue towards this port was "
+                       "filling.", "pps",
+                       target(rate_of("ibfabric_sysfs_port_roce_ecn_marked_packets_total"),
+                              legend)), 8, 8)
+    lay.add(timeseries("CNPs sent and handled per second",
+                       "Congestion Notification Packets this port sent in answer to ECN marks "
+                       "(np_cnp_sent), and CNPs it received and slowed down for (rp_cnp_handled)"
+                       ".", "pps",
+                       target(rate_of("ibfabric_sysfs_port_roce_cnp_sent_total"),
+                              "sent " + legend),
+                       target(rate_of("ibfabric_sysfs_port_roce_cnp_handled_total"),
+                              "handled " + legend, ref="B")), 8, 8)
+    lay.add(timeseries("Probe jitter from these nodes",
+                       "RFC 3550 jitter of the probes these nodes send (probe collector): "
+                       "congestion on RoCE paths shows here as it does in ECN and CNP rates.",
+                       "s",
+                       target("ibfabric_probe_jitter_seconds{%s}" % SEL,
+                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
+    lay.row("Loss and retransmission (mlx5 transport)")
+    lay.add(timeseries("Sequence errors per second",
+                       "Out-of-sequence packets received, NAK sequence errors and implied NAKs: "
+                       "packets lost on the way (not congestion, which marks instead of "
+                       "dropping).", "cps",
+                       target(rate_of("ibfabric_sysfs_port_out_of_sequence_packets_total"),
+                              "out of sequence " + legend),
+                       target(rate_of("ibfabric_sysfs_port_packet_sequence_errors_total"),
+                              "NAK seq " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_implied_nak_sequence_errors_total"),
+                              "implied NAK " + legend, ref="C")), 12, 8)
+    lay.add(timeseries("Timeouts and retransmissions per second",
+                       "Local ACK timeouts (requests unanswered), duplicate requests received "
+                       "(the peer resent), adaptive retransmissions and their timeouts.", "cps",
+                       target(rate_of("ibfabric_sysfs_port_local_ack_timeouts_total"),
+                              "ACK timeout " + legend),
+                       target(rate_of("ibfabric_sysfs_port_duplicate_requests_total"),
+                              "duplicate " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_roce_adaptive_retransmissions_total"),
+                              "adaptive retrans " + legend, ref="C"),
+                       target(rate_of(
+                           "ibfabric_sysfs_port_roce_adaptive_retransmission_timeouts_total"),
+                              "adaptive retrans timeout " + legend, ref="D")), 12, 8)
+    lay.row("AWS EFA")
+    lay.add(timeseries("EFA retransmitted packets per second",
+                       "Packets the SRD transport sent again (retrans_pkts) and its "
+                       "retransmission timeouts (retrans_timeout_events).", "pps",
+                       target(rate_of("ibfabric_sysfs_port_efa_retransmitted_packets_total"),
+                              "retransmitted " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_retransmit_timeouts_total"),
+                              "timeouts " + legend, ref="B")), 8, 8)
+    lay.add(timeseries("EFA impaired and unresponsive remotes per second",
+                       "Connections to remote peers found impaired, and peers that stopped "
+                       "answering; receive drops.", "cps",
+                       target(rate_of(
+                           "ibfabric_sysfs_port_efa_impaired_remote_connection_events_total"),
+                              "impaired " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_unresponsive_remote_events_total"),
+                              "unresponsive " + legend, ref="B"),
+                       target(rate_of("ibfabric_sysfs_port_efa_receive_drops_total"),
+                              "rx drops " + legend, ref="C")), 8, 8)
+    lay.add(timeseries("EFA RDMA read and write bytes per second",
+                       "Bytes moved by RDMA read and write work requests (rdma_read_bytes, "
+                       "rdma_write_bytes).", "Bps",
+                       target(rate_of("ibfabric_sysfs_port_efa_rdma_read_bytes_total"),
+                              "read " + legend),
+                       target(rate_of("ibfabric_sysfs_port_efa_rdma_write_bytes_total"),
+                              "write " + legend, ref="B")), 8, 8)
+    extra = [("device", "Device",
+              'label_values(ibfabric_sysfs_port_info{job=~"$job",instance=~"$instance"}, '
+              'device)')]
+    return dashboard("ibfabric-rdma-nics", "ibfabric / RoCE and EFA ports",
+                     "Local RDMA ports of the selected nodes as the kernel reports them (sysfs "
+                     "collector): traffic against the effective rate, RoCE congestion (ECN, "
+                     "CNPs) beside probe jitter, loss and retransmissions, EFA retransmissions "
+                     "and impaired remotes.", lay, variables(extra=extra))
+
+
 DASHBOARDS = {
+    "ibfabric-rdma-nics.json": rdma_nics,
     "ibfabric-fabric-overview.json": fabric_overview,
     "ibfabric-node.json": node_detail,
     "ibfabric-probes.json": probes,

@@ -50,9 +50,9 @@ void check_length(mad::Response& r, std::uint8_t mgmt_class) {
 
 // One directed-route breadth-first search. Every node found is asked for its NodeDescription
 // (and a switch for its port 0 PortInfo) and, if it is a switch, for the PortInfo of every
-// port; through every port whose physical state is LinkUp goes a NodeInfo one hop further. A
-// GUID seen before ends that branch but still records the link. All of it is in flight at
-// once; the engine paces it.
+// port; through every port whose physical state is LinkUp and whose far end is not known yet
+// goes a NodeInfo one hop further. A GUID seen before ends that branch but still records the
+// link (both ends). All of it is in flight at once; the engine paces it.
 class Discovery : public std::enable_shared_from_this<Discovery> {
  public:
   using Finished = std::function<void(std::shared_ptr<Topology>)>;
@@ -137,6 +137,11 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
               infos[static_cast<std::size_t>(p - 1)] = ports::decode_port_info(r.data());
             }
             if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
+            // The far end is known when this port is the one the node was entered by, or when
+            // the node behind it already asked through its side of the cable (libibnetdisc
+            // skips the first; a fat tree's inter-switch cables are the second): one NodeInfo
+            // per cable instead of two.
+            if (topology_->links().count({guid, p})) return;
             auto next = route;
             next.push_back(static_cast<std::uint8_t>(p));
             node_info(std::move(next), guid, p);

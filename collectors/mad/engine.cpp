@@ -275,6 +275,9 @@ class EngineImpl;
 struct Receiver {
   int portid = -1;
   std::atomic<bool> stop{false};
+  // Transaction id (lower 32 bits) of the NodeInfo that wakes the receiver when the port closes;
+  // 0 when none was sent.
+  std::atomic<std::uint32_t> wake_tid{0};
   std::thread thread;
 };
 
@@ -565,12 +568,52 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
 
   void close_port(OpenPort& port) {
     if (!port.receiver) return;
-    port.receiver->stop = true;
-    if (port.receiver->thread.joinable()) port.receiver->thread.join();
+    if (port.receiver->thread.joinable()) {
+      wake_receiver(port);  // sets stop
+      port.receiver->thread.join();
+    } else {
+      port.receiver->stop = true;
+    }
     umad_close_port(port.receiver->portid);
     port.receiver.reset();
     port.agents.clear();
     port.service_agents.clear();
+  }
+
+  // The receiver leaves umad_recv() when its slice ends (kRecvSliceMs) or a MAD arrives; neither
+  // closing nor unregistering wakes it. So ask the local node for its NodeInfo (directed route,
+  // zero hops: no switch involved) and let the answer wake it: closing a port (every `--once`
+  // run, every shutdown) then waits a round trip instead of up to a whole slice. Best effort:
+  // on a broken port the send fails and the slice ends the wait as before. Sets the receiver's
+  // stop flag; once stopped, the receiver still waits for this answer (see receive_loop).
+  void wake_receiver(OpenPort& port) {
+    auto& receiver = *port.receiver;
+    int agent = agent_for(port, IB_SMI_DIRECT_CLASS, 0);
+    if (agent < 0) {
+      receiver.stop = true;
+      return;
+    }
+    std::vector<std::uint8_t> buf(umad_size() + IB_MAD_SIZE, 0);
+    ib_rpc_t rpc{};
+    rpc.mgtclass = IB_SMI_DIRECT_CLASS;
+    rpc.method = IB_MAD_METHOD_GET;
+    rpc.attr.id = IB_ATTR_NODE_INFO;
+    std::uint32_t tid = next_tid_++;
+    if (tid == 0) tid = next_tid_++;
+    rpc.trid = tid;
+    rpc.dataoffs = IB_SMP_DATA_OFFS;
+    ib_dr_path_t dr{};
+    dr.drslid = kPermissiveLid;
+    dr.drdlid = kPermissiveLid;
+    bool encoded = mad_encode(umad_get_mad(buf.data()), &rpc, &dr, nullptr) != nullptr;
+    umad_set_addr(buf.data(), kPermissiveLid, 0, 0, 0);
+    // wake_tid before stop: a receiver that sees stop knows whether to wait for the answer.
+    if (encoded) receiver.wake_tid = tid;
+    receiver.stop = true;
+    if (encoded &&
+        umad_send(receiver.portid, agent, buf.data(), IB_MAD_SIZE, kRecvSliceMs, 0) < 0) {
+      receiver.wake_tid = 0;  // nothing will come: the slice ends the wait
+    }
   }
 
   int agent_for(OpenPort& port, std::uint8_t mgmt_class, std::uint32_t oui) {
@@ -1030,12 +1073,21 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
                               std::uint64_t generation) {
   std::size_t capacity = kMinRecvBuffer;
   std::vector<std::uint8_t> buf(umad_size() + capacity);
-  while (!receiver->stop.load()) {
+  // Once stopped, the receiver still reads until the wake-up answer (close_port) is in, or one
+  // slice passes: an answer reaching the simulator's shim after the descriptor closed crashes
+  // the process (its receiver thread dereferences the freed queue).
+  bool slice_after_stop = false;
+  for (;;) {
+    if (receiver->stop.load() && (receiver->wake_tid.load() == 0 || slice_after_stop)) return;
+    bool stopping = receiver->stop.load();
     int length = static_cast<int>(capacity);
     int rc = umad_recv(receiver->portid, buf.data(), &length, kRecvSliceMs);
     if (rc < 0) {
       int err = -rc;
-      if (err == ETIMEDOUT || err == EAGAIN || err == EINTR) continue;
+      if (err == ETIMEDOUT || err == EAGAIN || err == EINTR) {
+        slice_after_stop = slice_after_stop || stopping;
+        continue;
+      }
       if (err == ENOSPC && length > static_cast<int>(capacity) &&
           static_cast<std::size_t>(length) <= kMaxRecvBuffer) {
         // The next read returns the same MAD; make room for it.
@@ -1056,6 +1108,11 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
     if (auto* from = umad_get_mad_addr(buf.data())) arrival.from = *from;
     arrival.pkey_index = umad_get_pkey(buf.data());
     auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
+    if (receiver->stop.load() && receiver->wake_tid.load() != 0 &&
+        static_cast<std::uint32_t>(mad_get_field64(mad, 0, IB_MAD_TRID_F)) ==
+            receiver->wake_tid.load()) {
+      return;
+    }
     std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(length, 0)), capacity);
     arrival.bytes.assign(mad, mad + n);
     boost::asio::post(io, [engine, addr, generation, arrival = std::move(arrival)]() mutable {

@@ -4,8 +4,8 @@
 // Threading: every member function is called on the io_context's thread, and every callback
 // runs there. Each open umad port has one receiver thread, the only reader of that port, which
 // blocks in umad_recv() and posts what it reads into the io_context (the umad descriptor cannot
-// be put into epoll under the simulator's shim, see docs/collectors.md, "MAD engine"). Sends go out from the
-// io_context's thread.
+// be put into epoll under the simulator's shim, see docs/collectors.md, "MAD engine"). Sends go out
+// from the io_context's thread.
 //
 // Flow control: requests wait in a queue per destination and are sent round-robin across
 // destinations, so that at most `max_in_flight_per_destination` MADs are outstanding at any
@@ -21,8 +21,8 @@
 // Destruction: safe with requests in flight. Callbacks that have not run yet are dropped (never
 // called), receiver threads are joined, ports are closed.
 //
-// Config: the top-level `mad:` section, see parse_engine_config() and docs/collectors.md, "MAD engine".
-// Metrics: fill_metrics() (ibfabric_mad_*), listed in docs/collectors.md.
+// Config: the top-level `mad:` section, see parse_engine_config() and docs/collectors.md, "MAD
+// engine". Metrics: fill_metrics() (ibfabric_mad_*), listed in docs/collectors.md.
 
 #include "collectors/metrics.h"
 #include "config/config_section.h"

@@ -3,7 +3,8 @@
 // (PortInfo.MasterSMLID, then SMInfo from that LID) and every SM of the subnet (the SA's
 // SMInfoRecord table, then SMInfo from each of them), plus what this daemon derives over time:
 // master changes and a master whose activity count stopped moving. SMInfo and SA Get/GetTable
-// only; everything goes through the shared MAD engine. Metrics: docs/collectors.md, "Collector `sm`".
+// only; everything goes through the shared MAD engine. Metrics: docs/collectors.md, "Collector
+// `sm`".
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"

@@ -26,6 +26,7 @@ struct PfInventory;
 //   kubelet_socket: /var/lib/kubelet/pod-resources/kubelet.sock   which pod holds each VF;
 //                          "" turns it off; a missing socket is skipped silently every run
 //   kubelet_timeout: 2s    deadline of one pod-resources List call
+// A BlockingCollector: sysfs reads, the dump and the kubelet call run on a worker thread.
 CollectorSpec spec();
 
 // Where the kubelet's pod-resources socket is; an empty path: never ask.
@@ -34,7 +35,7 @@ struct KubeletOptions {
   std::chrono::milliseconds timeout{2000};
 };
 
-class SriovCollector final : public Collector {
+class SriovCollector final : public BlockingCollector {
  public:
   // Returns the links with VFs or throws NetlinkError; the live kernel unless a test says so.
   using NetlinkDump = std::function<std::vector<PfLink>()>;
@@ -42,8 +43,8 @@ class SriovCollector final : public Collector {
   // `dump` empty: no netlink values at all.
   SriovCollector(std::string sysfs_root, NetlinkDump dump, KubeletOptions kubelet = {});
 
-  // Reads sysfs and runs one netlink dump (bounded by its timeout), then calls `done`.
-  void collect(Done done) override;
+  // Reads sysfs and runs one netlink dump (bounded by netlink_timeout), on a worker thread.
+  CollectResult collect_blocking() override;
 
  private:
   CollectResult run();

@@ -9,6 +9,7 @@
 #include <netlink/msg.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -374,7 +375,8 @@ std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
       throw system_error("cannot receive the link dump");
     }
     if (header.msg_flags & MSG_TRUNC) throw NetlinkError("link dump datagram truncated");
-    if (from.nl_pid != 0) continue;  // not from the kernel
+    // Not from the kernel (a unix-socket stand-in, see dump_links_with_vfs, has no nl_pid).
+    if (from.nl_family == AF_NETLINK && from.nl_pid != 0) continue;
     if (parse_dump_datagram(Bytes(buffer.data(), static_cast<std::size_t>(size)), sequence,
                             links)) {
       return links;
@@ -382,9 +384,35 @@ std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
   }
 }
 
-std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
+std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout,
+                                        const std::string& stand_in) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + timeout;
+  // The sequence number only has to tell this socket's answers apart; the clock is enough.
+  const auto sequence = static_cast<std::uint32_t>(Clock::now().time_since_epoch().count());
+  const auto request = build_getlink_dump_request(sequence);
+
+  if (!stand_in.empty()) {
+    const int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0) throw system_error("cannot open a unix socket");
+    struct Closer {
+      int fd;
+      ~Closer() { ::close(fd); }
+    } closer{fd};
+    sockaddr_un server{};
+    server.sun_family = AF_UNIX;
+    if (stand_in.size() >= sizeof server.sun_path) {
+      throw NetlinkError("netlink stand-in socket path too long: " + stand_in);
+    }
+    std::memcpy(server.sun_path, stand_in.c_str(), stand_in.size() + 1);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&server), sizeof server) < 0) {
+      throw system_error("cannot connect to the netlink stand-in " + stand_in);
+    }
+    if (::send(fd, request.data(), request.size(), MSG_NOSIGNAL) < 0) {
+      throw system_error("cannot send RTM_GETLINK");
+    }
+    return receive_dump(fd, sequence, deadline, timeout);
+  }
 
   const int fd = ::socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
   if (fd < 0) throw system_error("cannot open a NETLINK_ROUTE socket");
@@ -398,9 +426,6 @@ std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout) {
   if (::bind(fd, reinterpret_cast<sockaddr*>(&local), sizeof local) < 0) {
     throw system_error("cannot bind the netlink socket");
   }
-  // The sequence number only has to tell this socket's answers apart; the clock is enough.
-  const auto sequence = static_cast<std::uint32_t>(Clock::now().time_since_epoch().count());
-  const auto request = build_getlink_dump_request(sequence);
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   if (::sendto(fd, request.data(), request.size(), 0, reinterpret_cast<sockaddr*>(&kernel),

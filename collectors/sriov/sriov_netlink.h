@@ -70,7 +70,11 @@ std::optional<PfLink> parse_newlink(std::span<const std::uint8_t> payload);
 // Sends the request on a fresh NETLINK_ROUTE socket and reads the whole dump. Every receive
 // is bounded by SO_RCVTIMEO set to what is left of `timeout`, so a kernel that does not answer
 // costs at most `timeout`. Throws NetlinkError on any failure.
-std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout);
+// `stand_in`, when not empty, is the path of a unix SOCK_SEQPACKET socket that plays the
+// kernel instead (the tests' seam at the socket: a fake that answers late or never; set by
+// the environment variable IBFABRIC_SRIOV_NETLINK_SOCKET).
+std::vector<PfLink> dump_links_with_vfs(std::chrono::milliseconds timeout,
+                                        const std::string& stand_in = "");
 
 // The receiving half of dump_links_with_vfs, on any datagram socket `fd` (tests use a
 // socketpair): reads datagrams until NLMSG_DONE of `sequence`, each receive bounded by

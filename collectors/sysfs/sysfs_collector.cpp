@@ -1,5 +1,6 @@
 #include "collectors/sysfs/sysfs_collector.h"
 
+#include "collectors/link_rate.h"
 #include "collectors/sysfs/sysfs_parse.h"
 
 #include <dirent.h>
@@ -68,18 +69,22 @@ constexpr NamedCounter kNamedCounters[] = {
      "counters/VL15_dropped)."},
     {"port_xmit_data", "ibfabric_sysfs_port_transmit_bytes_total",
      "Bytes transmitted on all VLs, excluding link packets (PortXmitData; counters/port_xmit_data "
-     "counts 4-octet words, multiplied by 4 here).",
+     "or counters_ext/port_xmit_data_64 count 4-octet words, multiplied by 4 here). On EFA "
+     "hw_counters/tx_bytes, in bytes.",
      4},
     {"port_rcv_data", "ibfabric_sysfs_port_receive_bytes_total",
      "Bytes received on all VLs, excluding link packets (PortRcvData; counters/port_rcv_data "
-     "counts 4-octet words, multiplied by 4 here).",
+     "or counters_ext/port_rcv_data_64 count 4-octet words, multiplied by 4 here). On EFA "
+     "hw_counters/rx_bytes, in bytes.",
      4},
     {"port_xmit_packets", "ibfabric_sysfs_port_transmit_packets_total",
      "Packets transmitted on all VLs, including packets with errors (PortXmitPkts; "
-     "counters/port_xmit_packets)."},
+     "counters/port_xmit_packets or counters_ext/port_xmit_packets_64). On EFA "
+     "hw_counters/tx_pkts."},
     {"port_rcv_packets", "ibfabric_sysfs_port_receive_packets_total",
      "Packets received on all VLs, including packets with errors (PortRcvPkts; "
-     "counters/port_rcv_packets)."},
+     "counters/port_rcv_packets or counters_ext/port_rcv_packets_64). On EFA "
+     "hw_counters/rx_pkts."},
     {"port_xmit_wait", "ibfabric_sysfs_port_transmit_wait_ticks_total",
      "Ticks during which the port had data to send but sent none (PortXmitWait; "
      "counters/port_xmit_wait); the tick length is device-specific."},
@@ -93,8 +98,156 @@ constexpr NamedCounter kNamedCounters[] = {
      "Multicast packets received (PortMulticastRcvPkts; counters/multicast_rcv_packets)."},
 };
 
+// counters_ext/ (kernels before 4.5; legacy mlx4): the 64-bit PortCountersExtended values,
+// read as node_exporter's infiniband collector reads them. Each one replaces the counters/ file
+// named in `supersedes`, which on those kernels holds the saturating 32-bit PortCounters value:
+// the 64-bit value wins and the 32-bit file is not read. The help texts are the counters/
+// entries' (empty here: declared once).
+struct LegacyCounter {
+  std::string_view file;
+  std::string_view supersedes;
+  std::string_view metric;
+  double scale = 1;
+};
+
+constexpr LegacyCounter kLegacyCounters[] = {
+    {"port_xmit_data_64", "port_xmit_data", "ibfabric_sysfs_port_transmit_bytes_total", 4},
+    {"port_rcv_data_64", "port_rcv_data", "ibfabric_sysfs_port_receive_bytes_total", 4},
+    {"port_xmit_packets_64", "port_xmit_packets", "ibfabric_sysfs_port_transmit_packets_total"},
+    {"port_rcv_packets_64", "port_rcv_packets", "ibfabric_sysfs_port_receive_packets_total"},
+    {"port_unicast_xmit_packets", "unicast_xmit_packets",
+     "ibfabric_sysfs_port_unicast_transmit_packets_total"},
+    {"port_unicast_rcv_packets", "unicast_rcv_packets",
+     "ibfabric_sysfs_port_unicast_receive_packets_total"},
+    {"port_multicast_xmit_packets", "multicast_xmit_packets",
+     "ibfabric_sysfs_port_multicast_transmit_packets_total"},
+    {"port_multicast_rcv_packets", "multicast_rcv_packets",
+     "ibfabric_sysfs_port_multicast_receive_packets_total"},
+};
+
+// Port hw_counters of the mlx5 driver (drivers/infiniband/hw/mlx5/counters.c) that tell
+// congestion from loss on RoCE (and, for the transport ones, on InfiniBand too). A named
+// counter is exported only under its name, not also as hw_stat (one value, one series).
+constexpr NamedCounter kMellanoxHwCounters[] = {
+    {"np_ecn_marked_roce_packets", "ibfabric_sysfs_port_roce_ecn_marked_packets_total",
+     "RoCE packets received with an ECN Congestion Experienced mark: a switch on the path was "
+     "congested (mlx5 notification point; hw_counters/np_ecn_marked_roce_packets)."},
+    {"np_cnp_sent", "ibfabric_sysfs_port_roce_cnp_sent_total",
+     "Congestion Notification Packets sent back to senders in answer to ECN-marked packets "
+     "(mlx5 notification point; hw_counters/np_cnp_sent)."},
+    {"rp_cnp_handled", "ibfabric_sysfs_port_roce_cnp_handled_total",
+     "Congestion Notification Packets received and acted on by slowing this port's sending "
+     "(mlx5 reaction point; hw_counters/rp_cnp_handled)."},
+    {"rp_cnp_ignored", "ibfabric_sysfs_port_roce_cnp_ignored_total",
+     "Congestion Notification Packets received and ignored (mlx5 reaction point; "
+     "hw_counters/rp_cnp_ignored)."},
+    {"roce_adp_retrans", "ibfabric_sysfs_port_roce_adaptive_retransmissions_total",
+     "Adaptive retransmissions of RoCE traffic (mlx5; hw_counters/roce_adp_retrans)."},
+    {"roce_adp_retrans_to", "ibfabric_sysfs_port_roce_adaptive_retransmission_timeouts_total",
+     "Timeouts in RoCE traffic with adaptive retransmission enabled (mlx5; "
+     "hw_counters/roce_adp_retrans_to)."},
+    {"roce_slow_restart", "ibfabric_sysfs_port_roce_slow_restarts_total",
+     "Times a RoCE QP went into slow restart after retransmission timeouts (mlx5; "
+     "hw_counters/roce_slow_restart)."},
+    {"out_of_sequence", "ibfabric_sysfs_port_out_of_sequence_packets_total",
+     "Packets received out of sequence: a packet before them was lost (mlx5; "
+     "hw_counters/out_of_sequence)."},
+    {"packet_seq_err", "ibfabric_sysfs_port_packet_sequence_errors_total",
+     "NAK sequence error responses received: the responder saw a gap in the packet sequence "
+     "(mlx5; hw_counters/packet_seq_err)."},
+    {"implied_nak_seq_err", "ibfabric_sysfs_port_implied_nak_sequence_errors_total",
+     "Times the requester inferred a lost packet from an ACK with a later sequence number than "
+     "expected (mlx5; hw_counters/implied_nak_seq_err)."},
+    {"local_ack_timeout_err", "ibfabric_sysfs_port_local_ack_timeouts_total",
+     "Times the ACK timer of a sending QP expired (no answer from the remote side in time; "
+     "mlx5; hw_counters/local_ack_timeout_err)."},
+    {"duplicate_request", "ibfabric_sysfs_port_duplicate_requests_total",
+     "Duplicate requests received: the remote side retransmitted a request this port had "
+     "already executed (mlx5; hw_counters/duplicate_request)."},
+    {"rnr_nak_retry_err", "ibfabric_sysfs_port_rnr_nak_retries_exceeded_total",
+     "Times the Receiver-Not-Ready NAK retry count was exceeded (mlx5; "
+     "hw_counters/rnr_nak_retry_err)."},
+    {"out_of_buffer", "ibfabric_sysfs_port_out_of_buffer_drops_total",
+     "Packets dropped because no receive WQE was posted for their QP (mlx5; "
+     "hw_counters/out_of_buffer)."},
+    {"req_cqe_error", "ibfabric_sysfs_port_requester_completion_errors_total",
+     "Requester work completions with an error (mlx5; hw_counters/req_cqe_error)."},
+    {"resp_cqe_error", "ibfabric_sysfs_port_responder_completion_errors_total",
+     "Responder work completions with an error (mlx5; hw_counters/resp_cqe_error)."},
+    {"rx_icrc_encapsulated", "ibfabric_sysfs_port_roce_icrc_errors_total",
+     "RoCE packets received with an invalid ICRC (mlx5; hw_counters/rx_icrc_encapsulated)."},
+};
+
+// Port hw_counters of the efa driver (drivers/infiniband/hw/efa/efa_verbs.c,
+// EFA_DEFINE_PORT_STATS). EFA has no counters/ directory: its traffic counts (bytes, not
+// 4-octet words) are exported under the InfiniBand ports' names so dashboards work unchanged.
+// Those four have empty help here: they are declared with the counters/ table.
+constexpr NamedCounter kEfaHwCounters[] = {
+    {"tx_bytes", "ibfabric_sysfs_port_transmit_bytes_total", ""},
+    {"rx_bytes", "ibfabric_sysfs_port_receive_bytes_total", ""},
+    {"tx_pkts", "ibfabric_sysfs_port_transmit_packets_total", ""},
+    {"rx_pkts", "ibfabric_sysfs_port_receive_packets_total", ""},
+    {"rx_drops", "ibfabric_sysfs_port_efa_receive_drops_total",
+     "Packets the EFA device dropped on receive (efa; hw_counters/rx_drops)."},
+    {"send_bytes", "ibfabric_sysfs_port_efa_send_bytes_total",
+     "Bytes of SEND work requests posted (efa; hw_counters/send_bytes)."},
+    {"send_wrs", "ibfabric_sysfs_port_efa_send_work_requests_total",
+     "SEND work requests posted (efa; hw_counters/send_wrs)."},
+    {"recv_bytes", "ibfabric_sysfs_port_efa_recv_bytes_total",
+     "Bytes received by RECV work requests (efa; hw_counters/recv_bytes)."},
+    {"recv_wrs", "ibfabric_sysfs_port_efa_recv_work_requests_total",
+     "RECV work requests completed (efa; hw_counters/recv_wrs)."},
+    {"rdma_read_wrs", "ibfabric_sysfs_port_efa_rdma_read_work_requests_total",
+     "RDMA read work requests posted (efa; hw_counters/rdma_read_wrs)."},
+    {"rdma_read_bytes", "ibfabric_sysfs_port_efa_rdma_read_bytes_total",
+     "Bytes read from remote memory by RDMA read (efa; hw_counters/rdma_read_bytes)."},
+    {"rdma_read_wr_err", "ibfabric_sysfs_port_efa_rdma_read_work_request_errors_total",
+     "RDMA read work requests that failed (efa; hw_counters/rdma_read_wr_err)."},
+    {"rdma_read_resp_bytes", "ibfabric_sysfs_port_efa_rdma_read_response_bytes_total",
+     "Bytes sent in answer to remote RDMA reads of this device's memory (efa; "
+     "hw_counters/rdma_read_resp_bytes)."},
+    {"rdma_write_wrs", "ibfabric_sysfs_port_efa_rdma_write_work_requests_total",
+     "RDMA write work requests posted (efa; hw_counters/rdma_write_wrs)."},
+    {"rdma_write_bytes", "ibfabric_sysfs_port_efa_rdma_write_bytes_total",
+     "Bytes written to remote memory by RDMA write (efa; hw_counters/rdma_write_bytes)."},
+    {"rdma_write_wr_err", "ibfabric_sysfs_port_efa_rdma_write_work_request_errors_total",
+     "RDMA write work requests that failed (efa; hw_counters/rdma_write_wr_err)."},
+    {"rdma_write_recv_bytes", "ibfabric_sysfs_port_efa_rdma_write_received_bytes_total",
+     "Bytes written into this device's memory by remote RDMA writes (efa; "
+     "hw_counters/rdma_write_recv_bytes)."},
+    {"retrans_bytes", "ibfabric_sysfs_port_efa_retransmitted_bytes_total",
+     "Bytes the EFA device's reliable transport sent again (efa; hw_counters/retrans_bytes)."},
+    {"retrans_pkts", "ibfabric_sysfs_port_efa_retransmitted_packets_total",
+     "Packets the EFA device's reliable transport sent again (efa; hw_counters/retrans_pkts)."},
+    {"retrans_timeout_events", "ibfabric_sysfs_port_efa_retransmit_timeouts_total",
+     "Retransmission timeouts of the reliable transport (efa; "
+     "hw_counters/retrans_timeout_events)."},
+    {"unresponsive_remote_events", "ibfabric_sysfs_port_efa_unresponsive_remote_events_total",
+     "Times a remote peer stopped answering the reliable transport (efa; "
+     "hw_counters/unresponsive_remote_events)."},
+    {"impaired_remote_conn_events",
+     "ibfabric_sysfs_port_efa_impaired_remote_connection_events_total",
+     "Times a connection to a remote peer was found impaired (degraded, not lost) (efa; "
+     "hw_counters/impaired_remote_conn_events)."},
+};
+
+// Which driver's hw_counters names a device's files follow, from its PCI vendor.
+enum class Driver { other, mellanox, efa };
+
+template <std::size_t N>
+const NamedCounter* find_named(const NamedCounter (&table)[N], std::string_view file) {
+  for (const auto& counter : table) {
+    if (counter.file == file) return &counter;
+  }
+  return nullptr;
+}
+
 const NamedCounter* named_counter(std::string_view file) {
-  for (const auto& counter : kNamedCounters) {
+  return find_named(kNamedCounters, file);
+}
+
+const LegacyCounter* legacy_counter(std::string_view file) {
+  for (const auto& counter : kLegacyCounters) {
     if (counter.file == file) return &counter;
   }
   return nullptr;
@@ -105,6 +258,8 @@ constexpr std::string_view kPortInfo = "ibfabric_sysfs_port_info";
 constexpr std::string_view kPortState = "ibfabric_sysfs_port_state";
 constexpr std::string_view kPortPhysicalState = "ibfabric_sysfs_port_physical_state";
 constexpr std::string_view kPortRate = "ibfabric_sysfs_port_rate_bytes_per_second";
+constexpr std::string_view kPortEffectiveRate =
+    "ibfabric_sysfs_port_effective_rate_bytes_per_second";
 constexpr std::string_view kPortWidth = "ibfabric_sysfs_port_link_width_lanes";
 constexpr std::string_view kPortLid = "ibfabric_sysfs_port_lid";
 constexpr std::string_view kPortSmLid = "ibfabric_sysfs_port_sm_lid";
@@ -139,6 +294,12 @@ const FamilyDoc kFamilies[] = {
      "4 PortConfigurationTraining, 5 LinkUp, 6 LinkErrorRecovery, 7 Phy Test.",
      MetricType::Gauge},
     {kPortRate, "Signalling rate of the port from ports/N/rate (400 Gb/sec is 5e10).",
+     MetricType::Gauge},
+    {kPortEffectiveRate,
+     "Data rate of the port after line encoding, from ports/N/rate: on InfiniBand ports the "
+     "lanes times the lane's data rate (8b/10b to QDR, 64b/66b FDR10 to EDR, 50/100/200 Gb/s "
+     "for HDR/NDR/XDR); on Ethernet and EFA ports the rate the kernel prints, which is already "
+     "a data rate (4X QDR is 4e9, 4X NDR 5e10).",
      MetricType::Gauge},
     {kPortWidth, "Active link width in lanes from ports/N/rate (4X is 4).", MetricType::Gauge},
     {kPortLid, "Base LID of the port from ports/N/lid (0 on Ethernet link layer ports).",
@@ -193,6 +354,12 @@ class CollectionPass {
     for (const auto& counter : kNamedCounters) {
       out_.declare(counter.metric, counter.help, MetricType::Counter);
     }
+    for (const auto& counter : kMellanoxHwCounters) {
+      out_.declare(counter.metric, counter.help, MetricType::Counter);
+    }
+    for (const auto& counter : kEfaHwCounters) {
+      if (!counter.help.empty()) out_.declare(counter.metric, counter.help, MetricType::Counter);
+    }
     out_.declare(kPortCounter,
                  "Files in ports/N/counters without a metric of their own, by file name, as the "
                  "kernel reports them.",
@@ -232,6 +399,7 @@ class CollectionPass {
     }
     for (const auto& device : *devices) {
       if (!self_.only_devices_.empty() && !self_.only_devices_.contains(device)) continue;
+      if (!self_.selects(device)) continue;
       if (self_.only_devices_.contains(device)) self_.missing_devices_logged_.erase(device);
       collect_device(device, class_dir + "/" + device);
     }
@@ -332,7 +500,10 @@ class CollectionPass {
                {"node_type", node_type ? node_type->name : ""},
                {"pci_address", pci_address(dir)}});
 
-    counter_dir(dir + "/hw_counters", device, "", kDeviceHwCounter);
+    // Device-level hw_counters (efa's admin-queue statistics, hfi1's, mlx5 switchdev's) stay
+    // generic: none of them is traffic or a fabric signal.
+    counter_dir(dir + "/hw_counters", device, "", CounterDir::device_hw);
+    const Driver driver = driver_of(dir, device);
 
     const std::string ports_dir = dir + "/ports";
     auto ports = list_dir(ports_dir, error);
@@ -347,7 +518,7 @@ class CollectionPass {
       std::sort(numbers.begin(), numbers.end(), [](const std::string& a, const std::string& b) {
         return std::stoi(a) < std::stoi(b);
       });
-      for (const auto& port : numbers) collect_port(device, port, ports_dir + "/" + port);
+      for (const auto& port : numbers) collect_port(device, port, ports_dir + "/" + port, driver);
     }
     emit_errors(device, "");
   }
@@ -358,6 +529,17 @@ class CollectionPass {
     auto content = text(path, device, port);
     if (content) good(path);
     return content;
+  }
+
+  // From the PCI vendor of the device's function: 0x15b3 Mellanox/NVIDIA, 0x1d0f Amazon (EFA).
+  // Virtual devices (rxe, siw) have no device link: `other`.
+  Driver driver_of(const std::string& dir, const std::string& device) {
+    auto vendor = text(dir + "/device/vendor", device, "", true);
+    if (!vendor) return Driver::other;
+    good(dir + "/device/vendor");
+    if (*vendor == "0x15b3") return Driver::mellanox;
+    if (*vendor == "0x1d0f") return Driver::efa;
+    return Driver::other;
   }
 
   // "0000:17:00.0" from <device>/device -> ../../../0000:17:00.0; "" for virtual devices
@@ -371,7 +553,8 @@ class CollectionPass {
 
   // --- ports -----------------------------------------------------------------------------
 
-  void collect_port(const std::string& device, const std::string& port, const std::string& dir) {
+  void collect_port(const std::string& device, const std::string& port, const std::string& dir,
+                    Driver driver) {
     const Labels labels{{"device", device}, {"port", port}};
 
     auto state = parsed(dir + "/state", device, port, parse_numbered_name, "N: NAME");
@@ -396,22 +579,40 @@ class CollectionPass {
     if (rate) {
       out_.gauge(kPortRate, "", labels, static_cast<double>(rate->bytes_per_second));
       out_.gauge(kPortWidth, "", labels, rate->lanes);
+      if (auto effective = effective_rate(*rate, link_layer.value_or(""))) {
+        out_.gauge(kPortEffectiveRate, "", labels, *effective);
+      }
     }
     if (lid) out_.gauge(kPortLid, "", labels, static_cast<double>(*lid));
     if (sm_lid) out_.gauge(kPortSmLid, "", labels, static_cast<double>(*sm_lid));
     if (sm_sl) out_.gauge(kPortSmSl, "", labels, static_cast<double>(*sm_sl));
     if (lmc) out_.gauge(kPortLmc, "", labels, static_cast<double>(*lmc));
 
-    counter_dir(dir + "/counters", device, port, kPortCounter);
-    counter_dir(dir + "/hw_counters", device, port, kPortHwCounter);
+    emitted_.clear();
+    superseded_.clear();
+    counter_dir(dir + "/counters_ext", device, port, CounterDir::legacy);
+    counter_dir(dir + "/counters", device, port, CounterDir::pma);
+    counter_dir(dir + "/hw_counters", device, port, CounterDir::port_hw, driver);
     emit_errors(device, port);
   }
 
-  // Every file in counters/ or hw_counters/. A missing directory is normal: modern kernels
-  // create counters/ only for devices with a PMA, and hw_counters/ only for drivers that
-  // have them.
+  // InfiniBand: the lanes times the lane's data rate. Ethernet (RoCE) and EFA ports: the kernel
+  // derives width and speed from the Ethernet speed or the device's link speed, so the rate it
+  // prints is already the data rate (100GbE is "100 Gb/sec (4X EDR)", 40GbE "(4X QDR)").
+  static std::optional<double> effective_rate(const LinkRate& rate, const std::string& layer) {
+    if (layer != "InfiniBand") return static_cast<double>(rate.bytes_per_second);
+    auto speed = link_rate::lane_speed_from_name(rate.speed);
+    if (!speed) return std::nullopt;
+    return link_rate::effective_bytes_per_second(*speed, static_cast<int>(rate.lanes));
+  }
+
+  enum class CounterDir { legacy, pma, port_hw, device_hw };
+
+  // Every file in counters_ext/, counters/ or hw_counters/. A missing directory is normal:
+  // modern kernels create counters/ only for devices with a PMA, hw_counters/ only for drivers
+  // that have them, and counters_ext/ only before 4.5.
   void counter_dir(const std::string& dir, const std::string& device, const std::string& port,
-                   std::string_view generic) {
+                   CounterDir kind, Driver driver = Driver::other) {
     std::error_code error;
     auto files = list_dir(dir, error);
     if (!files) {
@@ -423,10 +624,26 @@ class CollectionPass {
       return;
     }
     good(dir);
-    const bool pma = generic == kPortCounter;
+    if (kind == CounterDir::legacy) {
+      // Listed means present: the 64-bit file replaces the 32-bit one even when it is garbled,
+      // so a value never jumps between the two.
+      for (const auto& file : *files) {
+        if (const auto* legacy = legacy_counter(file))
+          superseded_.insert(std::string(legacy->supersedes));
+      }
+    }
+    // EFA without a readable PCI vendor (a damaged tree, a VM oddity): known by a counter no
+    // other driver has.
+    if (kind == CounterDir::port_hw && driver == Driver::other &&
+        std::find(files->begin(), files->end(), "rdma_read_resp_bytes") != files->end()) {
+      driver = Driver::efa;
+    }
     for (const auto& file : *files) {
       // lifespan is how long the driver caches hw_counters, in ms: a setting, not a counter.
-      if (!pma && file == "lifespan") continue;
+      if ((kind == CounterDir::port_hw || kind == CounterDir::device_hw) && file == "lifespan") {
+        continue;
+      }
+      if (kind == CounterDir::pma && superseded_.contains(file)) continue;
       const std::string path = dir + "/" + file;
       auto content = text(path, device, port);
       if (!content) continue;
@@ -442,14 +659,39 @@ class CollectionPass {
 
       Labels labels{{"device", device}};
       if (!port.empty()) labels.emplace_back("port", port);
-      const NamedCounter* named = pma ? named_counter(file) : nullptr;
-      if (named) {
-        // Scale in double: exact for the power-of-two 4, and it cannot wrap as uint64 would.
-        out_.counter(named->metric, "", labels, static_cast<double>(value.value) * named->scale);
+      std::string_view metric;
+      double scale = 1;
+      if (kind == CounterDir::legacy) {
+        if (const auto* legacy = legacy_counter(file)) {
+          metric = legacy->metric;
+          scale = legacy->scale;
+        }
       } else {
-        labels.emplace_back("counter", file);
-        out_.counter(generic, "", labels, static_cast<double>(value.value));
+        const NamedCounter* named = nullptr;
+        if (kind == CounterDir::pma) {
+          named = named_counter(file);
+        } else if (kind == CounterDir::port_hw && driver == Driver::mellanox) {
+          named = find_named(kMellanoxHwCounters, file);
+        } else if (kind == CounterDir::port_hw && driver == Driver::efa) {
+          named = find_named(kEfaHwCounters, file);
+        }
+        if (named) {
+          metric = named->metric;
+          scale = named->scale;
+        }
       }
+      // A name already given to another file of this port (EFA's tx_bytes on a tree that also
+      // has counters/port_xmit_data) keeps its generic series instead of a duplicate.
+      if (!metric.empty() && emitted_.insert(metric).second) {
+        // Scale in double: exact for the power-of-two 4, and it cannot wrap as uint64 would.
+        out_.counter(metric, "", labels, static_cast<double>(value.value) * scale);
+        continue;
+      }
+      std::string_view generic = kind == CounterDir::device_hw ? kDeviceHwCounter
+                                 : kind == CounterDir::port_hw ? kPortHwCounter
+                                                               : kPortCounter;
+      labels.emplace_back("counter", kind == CounterDir::legacy ? "counters_ext/" + file : file);
+      out_.counter(generic, "", labels, static_cast<double>(value.value));
     }
   }
 
@@ -461,23 +703,51 @@ class CollectionPass {
 
   SysfsCollector& self_;
   MetricsBuilder out_;
+  // Per port: named metrics already emitted, and counters/ files replaced by counters_ext/.
+  std::set<std::string_view> emitted_;
+  std::set<std::string, std::less<>> superseded_;
 };
 
-SysfsCollector::SysfsCollector(std::string sysfs_root, std::vector<std::string> devices)
+SysfsCollector::SysfsCollector(std::string sysfs_root, std::vector<std::string> devices,
+                               std::optional<std::regex> include, std::optional<std::regex> exclude)
     : class_dir_(std::move(sysfs_root) + "/class/infiniband"),
       only_devices_(devices.begin(), devices.end()),
+      include_(std::move(include)),
+      exclude_(std::move(exclude)),
       reader_(default_max_open_attributes()) {}
 
-void SysfsCollector::collect(Done done) {
-  CollectResult result;
-  try {
-    result = CollectionPass(*this).run();
-  } catch (const std::exception& e) {
-    // Only allocation failure or a programming error gets here; never let it reach the loop.
-    result = CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
-  }
-  done(std::move(result));
+bool SysfsCollector::selects(const std::string& device) const {
+  if (include_ && !std::regex_match(device, *include_)) return false;
+  if (exclude_ && std::regex_match(device, *exclude_)) return false;
+  return true;
 }
+
+CollectResult SysfsCollector::collect_blocking() {
+  try {
+    return CollectionPass(*this).run();
+  } catch (const std::exception& e) {
+    // Only allocation failure or a programming error gets here.
+    return CollectResult{MetricFamilies{}, false, std::string("sysfs: ") + e.what()};
+  }
+}
+
+namespace {
+
+// devices_include / devices_exclude: an ECMAScript regular expression that must match the whole
+// device name. nullopt when the key is absent or empty.
+std::optional<std::regex> device_regex(ConfigSection& section, const std::string& key) {
+  std::string pattern = section.get_string(key, "");
+  if (pattern.empty()) return std::nullopt;
+  try {
+    return std::regex(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    section.fail(key, "invalid regular expression \"" + pattern + "\" (" + e.what() +
+                          "); expected an ECMAScript pattern matching whole device names, "
+                          "e.g. \"mlx5_[0-3]\"");
+  }
+}
+
+}  // namespace
 
 CollectorSpec spec() {
   return CollectorSpec{
@@ -490,8 +760,11 @@ CollectorSpec spec() {
             section.fail("devices", "expected device names such as mlx5_0, got \"" + device + "\"");
           }
         }
+        auto include = device_regex(section, "devices_include");
+        auto exclude = device_regex(section, "devices_exclude");
         section.finish();
-        return std::make_unique<SysfsCollector>(context.sysfs_root, std::move(devices));
+        return std::make_unique<SysfsCollector>(context.sysfs_root, std::move(devices),
+                                                std::move(include), std::move(exclude));
       }};
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // The `sysfs` collector: every local HCA and port under <sysfs_root>/class/infiniband — identity,
-// state, rate, and every counter in counters/ and hw_counters/. Reads are synchronous: sysfs
-// attributes are answered by the local driver and firmware, never by the fabric.
+// state, rate, and every counter in counters/ and hw_counters/. Reads are synchronous and can
+// block (a counters/ read asks the HCA's PMA through its firmware), so it is a
+// BlockingCollector: it runs on a worker thread, bounded by its run_timeout.
 // Metrics are documented in docs/collectors.md, "Collector `sysfs`".
 
 #include "collectors/collector.h"
@@ -9,6 +10,8 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <utility>
@@ -18,22 +21,32 @@ namespace ibfabric::sysfs {
 
 // name "sysfs", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   devices: [mlx5_0, ...]   only these devices (default: all)
+//   devices_include: REGEX   only devices whose whole name matches (ECMAScript)
+//   devices_exclude: REGEX   not the devices whose whole name matches
+// A device is read when it passes all three (exclude wins over include and devices).
 CollectorSpec spec();
 
-class SysfsCollector final : public Collector {
+class SysfsCollector final : public BlockingCollector {
  public:
-  // `devices` empty means every device.
-  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices);
+  // `devices` empty means every device; an absent regex selects everything.
+  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices,
+                 std::optional<std::regex> include = std::nullopt,
+                 std::optional<std::regex> exclude = std::nullopt);
 
-  // Reads everything now and calls `done` before returning.
-  void collect(Done done) override;
+  // Reads everything now. A read that blocks blocks the whole run: every device and port of
+  // this collector waits with it.
+  CollectResult collect_blocking() override;
 
  private:
   friend class CollectionPass;
   using ErrorKey = std::pair<std::string, std::string>;  // device, port ("" for device files)
 
+  bool selects(const std::string& device) const;
+
   std::string class_dir_;
   std::set<std::string> only_devices_;
+  std::optional<std::regex> include_;
+  std::optional<std::regex> exclude_;
   // Failed reads per device/port since start: exported as a counter.
   std::map<ErrorKey, std::uint64_t> read_errors_;
   // Files that are bad right now: each is logged when it turns bad, and again when it recovers,

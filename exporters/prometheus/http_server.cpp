@@ -13,6 +13,8 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
+#include <list>
+#include <map>
 #include <optional>
 #include <stdexcept>
 
@@ -106,6 +108,16 @@ struct Settings {
   std::map<std::string, std::string> headers;
 };
 
+// Paths for health checks. They reveal no metric and are answered without basic auth, so that
+// probes need no credentials and cost no bcrypt (docs/security.md).
+constexpr std::string_view kHealthyPath = "/-/healthy";
+constexpr std::string_view kReadyPath = "/-/ready";
+
+std::string_view path_of(const http::request<http::empty_body>& req) {
+  std::string_view target(req.target().data(), req.target().size());
+  return target.substr(0, target.find('?'));
+}
+
 std::shared_ptr<const Settings> make_settings(const WebConfig& web) {
   auto settings = std::make_shared<Settings>();
   if (web.tls) settings->tls = make_tls_context(*web.tls);
@@ -125,7 +137,8 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
         acceptor_(io),
         options_(std::move(options)),
         render_(std::move(render)),
-        settings_(make_settings(options_.web)) {}
+        settings_(make_settings(options_.web)),
+        limits_(options_.limits) {}
 
   // Ends the auth thread before the io_context can go away: a bcrypt check finishing later
   // would post into a destroyed loop.
@@ -136,6 +149,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   void set_web_config(const WebConfig& web) { settings_ = make_settings(web); }
+  void set_limits(const WebLimits& limits) { limits_ = limits; }
 
   void listen() {
     tcp::endpoint endpoint;
@@ -163,14 +177,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     acceptor_.async_accept(
         [self = shared_from_this()](boost::system::error_code ec, tcp::socket socket) {
           if (ec == asio::error::operation_aborted || !self->acceptor_.is_open()) return;
-          if (!ec) {
-            if (self->open_connections_ >= self->options_.max_connections) {
-              ++self->stats_.rejected;
-              socket.close(ec);  // shed load instead of queueing unboundedly
-            } else {
-              self->serve(std::move(socket));
-            }
-          }
+          if (!ec) self->serve(std::move(socket));
           self->accept();
         });
   }
@@ -184,11 +191,34 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   const Stats& stats() const { return stats_; }
 
  private:
+  using Clock = std::chrono::steady_clock;
+  // What an open connection is doing. All but `busy` wait on the client, may be evicted and
+  // run against a deadline of their own.
+  enum class State { tls_handshake, headers, idle, busy };
+
+  struct ConnectionBase;
+  // One open connection's bookkeeping, for the caps and eviction.
+  struct Entry {
+    asio::ip::address client;
+    State state;
+    Clock::time_point since;  // when it entered `state`
+    std::weak_ptr<ConnectionBase> connection;
+  };
+  using Entries = std::list<Entry>;
+
+  struct ConnectionBase {
+    virtual ~ConnectionBase() = default;
+    // Closes the socket; whatever is pending on it completes with an error.
+    virtual void abort() = 0;
+    std::optional<Entries::iterator> entry;  // empty once it is closed or evicted
+  };
+
   template <class Stream>
-  struct Connection {
+  struct Connection : ConnectionBase {
     template <class... Args>
     Connection(std::shared_ptr<const Settings> s, Args&&... args)
         : stream(std::forward<Args>(args)...), settings(std::move(s)) {}
+    void abort() override { beast::get_lowest_layer(stream).close(); }
     Stream stream;
     std::shared_ptr<const Settings> settings;
     beast::flat_buffer buffer{8192};
@@ -213,48 +243,179 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   }
 
   void serve(tcp::socket socket) {
-    ++open_connections_;
+    boost::system::error_code ec;
+    auto remote = socket.remote_endpoint(ec);
+    if (ec) return;  // gone already
+    if (!admit(remote.address())) {
+      socket.close(ec);
+      return;
+    }
     auto settings = settings_;
     if (!settings->tls) {
-      read(std::make_shared<PlainConnection>(settings, std::move(socket)));
+      auto connection = std::make_shared<PlainConnection>(settings, std::move(socket));
+      enter(connection, remote.address(), State::headers);
+      read_request(connection);
       return;
     }
     auto connection = std::make_shared<TlsConnection>(settings, std::move(socket), *settings->tls);
-    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
+    enter(connection, remote.address(), State::tls_handshake);
+    beast::get_lowest_layer(connection->stream).expires_after(limits_.tls_handshake_timeout);
     connection->stream.async_handshake(
         ssl::stream_base::server, [self = shared_from_this(), connection](beast::error_code ec) {
           if (ec) {
-            // Plain HTTP to the TLS port, an untrusted client certificate, a scanner.
-            ++self->stats_.tls_handshake_failures;
-            spdlog::debug("msg=\"TLS handshake failed\" error=\"{}\"", ec.message());
+            if (!connection->entry) {
+              // evicted
+            } else if (ec == beast::error::timeout) {
+              ++self->stats_.tls_handshake_timeouts;
+            } else {
+              // Plain HTTP to the TLS port, an untrusted client certificate, a scanner.
+              ++self->stats_.tls_handshake_failures;
+              spdlog::debug("msg=\"TLS handshake failed\" error=\"{}\"", ec.message());
+            }
             self->done(connection);
             return;
           }
-          self->read(connection);
+          self->read_request(connection);
         });
+  }
+
+  // Whether a connection from `client` may open, evicting the oldest connection that waits on
+  // its client (handshake, headers, idle) when a cap is reached: a new connection is more
+  // likely a scrape than one that has been slow so far. Rejects when every connection under
+  // the cap is busy serving.
+  bool admit(const asio::ip::address& client) {
+    auto count = [&] {
+      auto it = per_client_.find(client);
+      return it == per_client_.end() ? std::size_t{0} : it->second;
+    };
+    while (count() >= limits_.max_connections_per_client) {
+      if (!evict(&client, Stats::client_cap)) {
+        ++stats_.rejected_per_client;
+        return false;
+      }
+    }
+    while (entries_.size() >= limits_.max_connections) {
+      if (!evict(nullptr, Stats::total_cap)) {
+        ++stats_.rejected;
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Closes the connection (of `client`, or any) that has waited on its client longest.
+  bool evict(const asio::ip::address* client, Stats::Cap cap) {
+    auto oldest = entries_.end();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->state == State::busy || (client && it->client != *client)) continue;
+      if (oldest == entries_.end() || it->since < oldest->since) oldest = it;
+    }
+    if (oldest == entries_.end()) return false;
+    auto phase = oldest->state == State::tls_handshake ? Stats::tls_handshake
+                 : oldest->state == State::idle        ? Stats::idle
+                                                       : Stats::headers;
+    ++stats_.evicted[cap][phase];
+    spdlog::debug("msg=\"connection evicted\" client={} phase={} cap={}",
+                  oldest->client.to_string(), HttpServer::phase_name(phase),
+                  HttpServer::cap_name(cap));
+    if (auto connection = oldest->connection.lock()) {
+      leave(*connection);
+      connection->abort();  // its pending operation ends with an error and calls done()
+    } else {
+      forget(oldest);
+    }
+    return true;
+  }
+
+  void enter(const std::shared_ptr<ConnectionBase>& connection, const asio::ip::address& client,
+             State state) {
+    entries_.push_back(Entry{client, state, Clock::now(), connection});
+    connection->entry = std::prev(entries_.end());
+    ++per_client_[client];
+    stats_.open_connections = entries_.size();
+  }
+
+  void leave(ConnectionBase& connection) {
+    if (!connection.entry) return;
+    auto it = *connection.entry;
+    connection.entry.reset();
+    forget(it);
+  }
+
+  void forget(Entries::iterator it) {
+    if (auto pc = per_client_.find(it->client); pc != per_client_.end() && --pc->second == 0) {
+      per_client_.erase(pc);
+    }
+    entries_.erase(it);
+    stats_.open_connections = entries_.size();
+  }
+
+  static void set_state(ConnectionBase& connection, State state) {
+    if (!connection.entry) return;
+    (*connection.entry)->state = state;
+    (*connection.entry)->since = Clock::now();
   }
 
   template <class C>
   void done(const std::shared_ptr<C>& connection) {
+    leave(*connection);
     boost::system::error_code ec;
     auto& socket = beast::get_lowest_layer(connection->stream).socket();
     socket.shutdown(tcp::socket::shutdown_both, ec);
     socket.close(ec);
-    --open_connections_;
   }
 
+  // Bytes of the next request already read (a pipelined request)?
+  static bool has_input(const PlainConnection& connection) { return connection.buffer.size() > 0; }
+  static bool has_input(TlsConnection& connection) {
+    return connection.buffer.size() > 0 || SSL_pending(connection.stream.native_handle()) > 0;
+  }
+
+  // Between two requests of a keep-alive connection: idle until the next request's first byte,
+  // then its headers are due within header_timeout.
   template <class C>
-  void read(const std::shared_ptr<C>& connection) {
+  void await_request(const std::shared_ptr<C>& connection) {
+    if (has_input(*connection)) {
+      read_request(connection);
+      return;
+    }
+    set_state(*connection, State::idle);
+    beast::get_lowest_layer(connection->stream).expires_after(limits_.idle_timeout);
+    connection->stream.async_read_some(
+        connection->buffer.prepare(4096),
+        [self = shared_from_this(), connection](beast::error_code ec, std::size_t n) {
+          if (ec || !connection->entry) {
+            if (ec == beast::error::timeout && connection->entry) ++self->stats_.idle_timeouts;
+            self->done(connection);
+            return;
+          }
+          connection->buffer.commit(n);
+          self->read_request(connection);
+        });
+  }
+
+  // One request's headers, due within header_timeout from now: from accept, from the end of
+  // the TLS handshake, or from the first byte after an idle keep-alive.
+  template <class C>
+  void read_request(const std::shared_ptr<C>& connection) {
+    set_state(*connection, State::headers);
     connection->parser.emplace();
     connection->parser->header_limit(8 * 1024);
     connection->parser->body_limit(0);
-    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
+    beast::get_lowest_layer(connection->stream).expires_after(limits_.header_timeout);
     http::async_read(connection->stream, connection->buffer, *connection->parser,
                      [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
+                       if (!connection->entry) {  // evicted
+                         self->done(connection);
+                         return;
+                       }
+                       set_state(*connection, State::busy);
                        if (ec) {
-                         if (ec != http::error::end_of_stream && ec != beast::error::timeout &&
-                             ec != asio::error::connection_reset &&
-                             ec != asio::ssl::error::stream_truncated) {
+                         if (ec == beast::error::timeout) {
+                           ++self->stats_.header_timeouts;
+                         } else if (ec != http::error::end_of_stream &&
+                                    ec != asio::error::connection_reset &&
+                                    ec != asio::ssl::error::stream_truncated) {
                            ++self->stats_.bad_request;
                            self->respond_error(connection, http::status::bad_request,
                                                "bad request: " + ec.message() + "\n");
@@ -283,11 +444,11 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   template <class C>
   void handle(const std::shared_ptr<C>& connection) {
     const auto& auth = connection->settings->auth;
-    if (!auth) {
+    const auto& req = connection->parser->get();
+    if (!auth || path_of(req) == kHealthyPath || path_of(req) == kReadyPath) {
       respond(connection);
       return;
     }
-    const auto& req = connection->parser->get();
     auto header = req[http::field::authorization];
     auto credentials = BasicAuth::parse_header(std::string_view(header.data(), header.size()));
     if (!credentials) {
@@ -330,8 +491,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     res.version(req.version());
     res.keep_alive(req.keep_alive());
     res.set(http::field::server, std::string("ibfabricd/") + kVersion);
-    std::string_view target(req.target().data(), req.target().size());
-    target = target.substr(0, target.find('?'));
+    std::string_view target = path_of(req);
     if (req.method() != http::verb::get && req.method() != http::verb::head) {
       ++stats_.bad_method;
       res.result(http::status::method_not_allowed);
@@ -350,6 +510,27 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       std::string page = kLandingPage;
       page.replace(page.find("{version}"), 9, kVersion);
       res.body() = std::move(page);
+    } else if (target == kHealthyPath) {
+      // Answered on the event loop: a loop that is stuck does not answer.
+      ++stats_.ok;
+      res.result(http::status::ok);
+      res.set(http::field::content_type, "text/plain; charset=utf-8");
+      res.body() = "ibfabricd is healthy.\n";
+    } else if (target == kReadyPath) {
+      std::vector<std::string> waiting;
+      if (options_.not_ready) waiting = options_.not_ready();
+      res.set(http::field::content_type, "text/plain; charset=utf-8");
+      if (waiting.empty()) {
+        ++stats_.ok;
+        res.result(http::status::ok);
+        res.body() = "ibfabricd is ready.\n";
+      } else {
+        ++stats_.unavailable;
+        res.result(http::status::service_unavailable);
+        std::string body = "not ready: no collection yet from";
+        for (std::size_t i = 0; i < waiting.size(); ++i) body += (i ? ", " : " ") + waiting[i];
+        res.body() = body + "\n";
+      }
     } else {
       ++stats_.not_found;
       res.result(http::status::not_found);
@@ -374,14 +555,15 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
 
   template <class C>
   void write(const std::shared_ptr<C>& connection) {
-    beast::get_lowest_layer(connection->stream).expires_after(options_.request_timeout);
+    beast::get_lowest_layer(connection->stream).expires_after(options_.write_timeout);
     http::async_write(connection->stream, connection->response,
                       [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
+                        if (ec == beast::error::timeout) ++self->stats_.write_timeouts;
                         if (ec || !connection->response.keep_alive()) {
                           self->done(connection);
                           return;
                         }
-                        self->read(connection);
+                        self->await_request(connection);
                       });
   }
 
@@ -392,7 +574,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   std::shared_ptr<const Settings> settings_;
   // bcrypt runs here, never on the event loop; one thread bounds the CPU a flood can take.
   asio::thread_pool auth_pool_{1};
-  std::size_t open_connections_ = 0;
+  WebLimits limits_;
+  Entries entries_;  // every open connection, in the order they opened
+  std::map<asio::ip::address, std::size_t> per_client_;
   Stats stats_;
 };
 
@@ -407,6 +591,22 @@ HttpServer::~HttpServer() { impl_->shutdown(); }
 std::uint16_t HttpServer::port() const { return impl_->port(); }
 void HttpServer::close() { impl_->close(); }
 void HttpServer::set_web_config(const WebConfig& web) { impl_->set_web_config(web); }
+void HttpServer::set_limits(const WebLimits& limits) { impl_->set_limits(limits); }
+
+const char* HttpServer::cap_name(Stats::Cap cap) {
+  return cap == Stats::total_cap ? "max_connections" : "max_connections_per_client";
+}
+
+const char* HttpServer::phase_name(Stats::Phase phase) {
+  switch (phase) {
+    case Stats::tls_handshake:
+      return "tls_handshake";
+    case Stats::headers:
+      return "headers";
+    default:
+      return "idle";
+  }
+}
 const HttpServer::Stats& HttpServer::stats() const { return impl_->stats(); }
 
 }  // namespace ibfabric

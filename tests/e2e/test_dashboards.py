@@ -4,7 +4,7 @@ Valid JSON written by dashboards/generate.py (a committed file that differs from
 output fails), unique uids, a datasource variable and no ${DS_...} import placeholders, job and
 instance variables; every panel has a title, a description and a unit from Grafana's unit list,
 and uses the datasource variable; every metric selector filters on job and instance; every
-rate/irate/increase uses $__rate_interval, and every counter is read through one of them.
+rate/irate uses $__rate_interval (increase also $__range), and every counter is read through one of them.
 """
 
 import glob
@@ -126,7 +126,10 @@ class DashboardLintTest(unittest.TestCase):
                 depth -= ch == ")"
                 if depth == 0:
                     break
-            self.assertRegex(rest[:end], r"\[\$__rate_interval\]\s*$", expr)
+            # A rate over $__rate_interval; an increase may also span the dashboard's range (a
+            # table of totals such as the worst cables).
+            window = r"(rate_interval|range)" if m.group(1) == "increase" else r"rate_interval"
+            self.assertRegex(rest[:end], r"\[\$__%s\]\s*$" % window, expr)
         for m in METRIC_RE.finditer(bare):
             if m.group(1).endswith(COUNTER_SUFFIXES):
                 self.assertRegex(bare[:m.start()], r"\b(rate|irate|increase)\s*\(\s*$",

@@ -12,7 +12,7 @@ import unittest
 from ibfabric_testlib import (find_sample, find_samples, fixture, ibfabricd_path,
                               parse_exposition, run_once, source_dir)
 
-FIXTURES = ("cx7-ndr", "roce", "down-polling", "two-port", "broken")
+FIXTURES = ("cx7-ndr", "roce", "down-polling", "two-port", "broken", "efa", "legacy-mlx4")
 
 
 def only_sysfs_args():
@@ -112,8 +112,14 @@ class SysfsOnceTest(unittest.TestCase):
                                     **port), 3)
         self.assertEqual(self.value("cx7-ndr", "ibfabric_sysfs_port_hw_stat_total",
                                     counter="rx_write_requests", **port), 5000000123)
-        self.assertEqual(self.value("cx7-ndr", "ibfabric_sysfs_port_hw_stat_total",
-                                    counter="np_cnp_sent", **port), 21)
+        # mlx5's congestion counters have names of their own, and only those.
+        self.assertEqual(self.value("cx7-ndr", "ibfabric_sysfs_port_roce_cnp_sent_total",
+                                    **port), 21)
+        self.assertIsNone(find_sample(self.samples("cx7-ndr"), "ibfabric_sysfs_port_hw_stat_total",
+                                      counter="np_cnp_sent", **port))
+        self.assertEqual(self.value("cx7-ndr",
+                                    "ibfabric_sysfs_port_effective_rate_bytes_per_second",
+                                    **port), 50e9)
         self.assertIsNone(find_sample(self.samples("cx7-ndr"), "ibfabric_sysfs_port_hw_stat_total",
                                       counter="lifespan", **port))
         self.assertEqual(self.value("cx7-ndr", "ibfabric_sysfs_read_errors_total", **port), 0)
@@ -129,8 +135,22 @@ class SysfsOnceTest(unittest.TestCase):
         self.assertEqual(self.value("roce", "ibfabric_sysfs_port_link_width_lanes", **mlx), 2)
         self.assertEqual(self.value("roce", "ibfabric_sysfs_port_transmit_bytes_total", **mlx),
                          294967296004)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_roce_cnp_handled_total", **mlx),
+                         2210)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_roce_cnp_sent_total", **mlx),
+                         3401)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_roce_ecn_marked_packets_total",
+                                    **mlx), 3502)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_out_of_sequence_packets_total",
+                                    **mlx), 29)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_local_ack_timeouts_total", **mlx),
+                         2)
+        self.assertEqual(self.value("roce", "ibfabric_sysfs_port_packet_sequence_errors_total",
+                                    **mlx), 11)
         self.assertEqual(self.value("roce", "ibfabric_sysfs_port_hw_stat_total",
-                                    counter="rp_cnp_handled", **mlx), 2210)
+                                    counter="rx_write_requests", **mlx), 7340032)
+        self.assertIsNone(find_sample(samples, "ibfabric_sysfs_port_hw_stat_total",
+                                      counter="rp_cnp_handled", **mlx))
         # rxe0: "N/A (no PMA)" everywhere in counters/: no PortCounters series and no errors.
         self.assertEqual(self.value("roce", "ibfabric_sysfs_port_rate_bytes_per_second", **rxe),
                          312500000)
@@ -145,6 +165,56 @@ class SysfsOnceTest(unittest.TestCase):
         self.assertEqual(self.value("roce", "ibfabric_sysfs_read_errors_total", **rxe), 0)
         self.assertEqual(find_sample(samples, "ibfabric_sysfs_device_info", device="rxe0")
                          .labels["pci_address"], "")
+
+    def test_efa(self):
+        port = dict(device="rdmap16s27", port="1")
+        samples = self.samples("efa")
+        info = find_sample(samples, "ibfabric_sysfs_device_info", device="rdmap16s27")
+        self.assertEqual((info.labels["node_type"], info.labels["pci_address"]),
+                         ("unspecified", "0000:10:1b.0"))
+        self.assertEqual(find_sample(samples, "ibfabric_sysfs_port_info", **port)
+                         .labels["link_layer"], "Unknown")
+        # hw_counters/tx_bytes etc. are bytes: no x4.
+        expected = {
+            "ibfabric_sysfs_port_transmit_bytes_total": 918273645546,
+            "ibfabric_sysfs_port_receive_bytes_total": 817263544536,
+            "ibfabric_sysfs_port_transmit_packets_total": 120034567,
+            "ibfabric_sysfs_port_receive_packets_total": 110023456,
+            "ibfabric_sysfs_port_efa_receive_drops_total": 17,
+            "ibfabric_sysfs_port_efa_rdma_read_bytes_total": 655360000789,
+            "ibfabric_sysfs_port_efa_rdma_write_bytes_total": 98304000654,
+            "ibfabric_sysfs_port_efa_retransmitted_bytes_total": 26214400,
+            "ibfabric_sysfs_port_efa_retransmitted_packets_total": 3200,
+            "ibfabric_sysfs_port_efa_retransmit_timeouts_total": 9,
+            "ibfabric_sysfs_port_efa_unresponsive_remote_events_total": 1,
+            "ibfabric_sysfs_port_efa_impaired_remote_connection_events_total": 4,
+            "ibfabric_sysfs_port_effective_rate_bytes_per_second": 12.5e9,
+        }
+        for metric, want in expected.items():
+            self.assertEqual(self.value("efa", metric, **port), want, metric)
+        self.assertEqual(find_samples(samples, "ibfabric_sysfs_port_hw_stat_total"), [])
+        self.assertEqual(self.value("efa", "ibfabric_sysfs_device_hw_stat_total",
+                                    device="rdmap16s27", counter="keep_alive_rcvd"), 86400)
+        self.assertEqual(self.value("efa", "ibfabric_sysfs_read_errors_total", **port), 0)
+
+    def test_legacy_counters_ext_win(self):
+        port = dict(device="mlx4_0", port="1")
+        samples = self.samples("legacy-mlx4")
+        # counters_ext/port_xmit_data_64 (12884901888123 words), not counters/port_xmit_data
+        # (2^32-1, saturated).
+        self.assertEqual(self.value("legacy-mlx4", "ibfabric_sysfs_port_transmit_bytes_total",
+                                    **port), 51539607552492)
+        self.assertEqual(self.value("legacy-mlx4", "ibfabric_sysfs_port_receive_packets_total",
+                                    **port), 21474836480321)
+        self.assertEqual(self.value("legacy-mlx4",
+                                    "ibfabric_sysfs_port_unicast_transmit_packets_total", **port),
+                         25769800000000)
+        self.assertEqual(len(find_samples(samples, "ibfabric_sysfs_port_transmit_bytes_total",
+                                          **port)), 1)
+        self.assertEqual(find_samples(samples, "ibfabric_sysfs_port_pma_stat_total"), [])
+        self.assertAlmostEqual(self.value("legacy-mlx4",
+                                          "ibfabric_sysfs_port_effective_rate_bytes_per_second",
+                                          **port), 6818181818.18, places=1)
 
     def test_down_polling(self):
         port = dict(device="mlx5_0", port="1")

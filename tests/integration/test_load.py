@@ -13,7 +13,8 @@ import unittest
 
 from ibfabric_testlib import Daemon, fixture
 
-CONNECTIONS = 48  # below the endpoint's cap of 64 open connections
+CONNECTIONS = 48  # below the endpoint's cap of 64 open connections; all from 127.0.0.1, so the
+# per-client cap (16 by default) is raised to the total cap in the test's config
 RSS_MARGIN_BYTES = 4 * 1024 * 1024
 
 
@@ -46,7 +47,8 @@ def requests_of(out):
 class EndpointLoadTest(unittest.TestCase):
     def test_concurrent_scrapes_fail_none_and_leak_nothing(self):
         with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-            f.write("collectors:\n  sysfs: {interval: 100ms}\n  ports: {enabled: false}\n")
+            f.write("web:\n  max_connections_per_client: 64\n"
+                    "collectors:\n  sysfs: {interval: 100ms}\n  ports: {enabled: false}\n")
             config = f.name
         try:
             with Daemon(["--config", config, "--sysfs-root", fixture("sysfs", "cx7-ndr")]) as d:

@@ -225,10 +225,14 @@ class PortsTest(unittest.TestCase):
             self.assertLess(down_after, 3.0)  # one 1s interval plus a collection and a scrape
             self.assertNotEqual(value(s, "ibfabric_ports_physical_state", side="local",
                                       **LOCAL), 5)
-            # No link: no peer to describe. Missing is missing, not the last value seen.
-            s = d.wait_for(lambda s: find_sample(s, "ibfabric_ports_peer_info", **LOCAL) is None,
-                           timeout=3, what="peer series gone")
-            self.assertIsNone(value(s, "ibfabric_ports_state", side="peer", **LOCAL))
+            # No link: the peer's values are missing, not the last ones seen; who was cabled
+            # there is remembered (link_memory), so alerts still name the far end.
+            s = d.wait_for(lambda s: value(s, "ibfabric_ports_state", side="peer", **LOCAL)
+                           is None, timeout=3, what="peer series gone")
+            peer = find_sample(s, "ibfabric_ports_peer_info", **LOCAL)
+            self.assertIsNotNone(peer, "the cable's far end is remembered")
+            self.assertEqual(peer.labels["peer_node_description"], PEER)
+            self.assertEqual(peer.labels["peer_node_name"], PEER)
 
             f.command('ReLink "%s"' % HOST, settle=0)
             t0 = time.monotonic()

@@ -1,7 +1,8 @@
 """End to end with a real Prometheus: a simulated fabric (ibsim + opensm), ibfabricd on two of its
 nodes, and Debian's `prometheus` scraping them every second with the shipped alert rules loaded.
 
-- every query of every shipped dashboard (variables substituted) returns data;
+- every query of every shipped dashboard (variables substituted) returns data (the RoCE/EFA
+  dashboard's from a third daemon reading the `roce` and `efa` fixture trees);
 - injected faults make the matching alerts fire in that Prometheus, and clearing them resolves
   the alerts.
 
@@ -13,11 +14,12 @@ thresholds are unchanged.
 import os
 import re
 import signal
+import subprocess
 import tempfile
 import time
 import unittest
 
-from ibfabric_testlib import fixture, free_port, source_dir
+from ibfabric_testlib import Daemon, fixture, free_port, ibfabricd_path, source_dir
 from promserver import PromServer
 from shipped import NO_DATA_HERE, dashboard_queries, shortened_rules
 from simfabric import SimFabric
@@ -79,14 +81,40 @@ class PrometheusEndToEnd(unittest.TestCase):
                 d.start()
                 cls.daemons.append(d)
             cls.instances = {node: "127.0.0.1:%d" % d.port for node, d in zip(NODES, cls.daemons)}
-            cls.prom = PromServer(cls.instances.values(),
+            # A third daemon, outside the simulated fabric, reads a RoCE and an EFA device from
+            # the fixture trees with its sysfs collector only, so that the RoCE/EFA dashboard's
+            # queries have series (flat ones: the fixtures do not change).
+            rdma = cls.start_rdma_nic_daemon()
+            cls.prom = PromServer(list(cls.instances.values()) + [rdma],
                                   rule_files=[shortened_rules(cls.tmp.name, SHORT_FOR)])
             cls.prom.start()
-            cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES), 30,
-                              "both daemons scraped")
+            cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES) + 1, 30,
+                              "the three daemons scraped")
         except BaseException:
             cls.tearDownClass()
             raise
+
+    @classmethod
+    def start_rdma_nic_daemon(cls):
+        root = os.path.join(cls.tmp.name, "rdma-nics")
+        os.makedirs(os.path.join(root, "class", "infiniband"))
+        for tree, device in (("roce", "mlx5_1"), ("efa", "rdmap16s27")):
+            link = os.path.join(fixture("sysfs", tree), "class", "infiniband", device)
+            target = os.path.normpath(os.path.join(os.path.dirname(link), os.readlink(link)))
+            os.symlink(target, os.path.join(root, "class", "infiniband", device))
+        helptext = subprocess.run([ibfabricd_path(), "--help"], capture_output=True, text=True,
+                                  timeout=30, check=True).stdout
+        names = re.findall(r"^\s+([a-z][a-z0-9_]*) \((?:on|off) by default\)$", helptext,
+                           re.M)
+        others = [name for name in names if name != "sysfs"]
+        config = os.path.join(cls.tmp.name, "ibfabricd-rdma-nics.yaml")
+        with open(config, "w") as f:
+            f.write("collectors:\n  sysfs: {interval: 1s}\n")
+        d = Daemon(["--config", config, "--sysfs-root", root] +
+                   ["--no-collector.%s" % name for name in others], cwd=cls.tmp.name)
+        d.start()
+        cls.daemons.append(d)
+        return "127.0.0.1:%d" % d.port
 
     @classmethod
     def tearDownClass(cls):

@@ -143,6 +143,19 @@ TEST(ParseConfig, IntervalTooShort) {
   expect_error("collectors:\n  sysfs:\n    interval: 1ms\n", {"must be at least 100ms"});
 }
 
+TEST(ParseConfig, RunTimeoutIsOptionalAndChecked) {
+  // Not set: zero, which the runner reads as its default for the collector's kind.
+  auto config = parse_config("collectors:\n  sysfs:\n    interval: 2s\n", "x.yaml");
+  EXPECT_EQ(collector(config, "sysfs").run_timeout, 0s);
+  config = parse_config("collectors:\n  sriov:\n    run_timeout: 750ms\n", "x.yaml");
+  EXPECT_EQ(collector(config, "sriov").run_timeout, 750ms);
+  EXPECT_EQ(collector(config, "sriov").interval, 15s);
+  expect_error("collectors:\n  sysfs:\n    run_timeout: 1ms\n",
+               {"test.yaml:3:18", "collectors.sysfs.run_timeout", "must be at least 10ms"});
+  expect_error("collectors:\n  sysfs:\n    run_timeout: never\n",
+               {"collectors.sysfs.run_timeout", "expected a duration"});
+}
+
 TEST(ConfigSection, UnknownKeyInACollectorSectionIsReportedByFinish) {
   auto config = parse_config("collectors:\n  sysfs:\n    enabeld: true\n", "x.yaml");
   auto section = collector(config, "sysfs").section;
@@ -201,6 +214,42 @@ TEST(LoadConfigFile, MissingFileSaysWhichAndWhy) {
 TEST(LoadConfigFile, TheShippedExampleIsValid) {
   auto config = load_config_file(IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml");
   EXPECT_EQ(config.source, IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml");
+}
+
+TEST(ParseConfig, WebLimits) {
+  auto defaults = parse_config("", "x.yaml").web_limits;
+  EXPECT_EQ(defaults.max_connections, 64u);
+  EXPECT_EQ(defaults.max_connections_per_client, 16u);
+  EXPECT_EQ(defaults.header_timeout, 5s);
+  EXPECT_EQ(defaults.tls_handshake_timeout, 5s);
+  EXPECT_EQ(defaults.idle_timeout, 2min);
+  auto set = parse_config(R"(
+web:
+  max_connections: 100
+  max_connections_per_client: 4
+  header_timeout: 2s
+  tls_handshake_timeout: 1500ms
+  idle_timeout: 30s
+)",
+                          "x.yaml")
+                 .web_limits;
+  EXPECT_EQ(set.max_connections, 100u);
+  EXPECT_EQ(set.max_connections_per_client, 4u);
+  EXPECT_EQ(set.header_timeout, 2s);
+  EXPECT_EQ(set.tls_handshake_timeout, 1500ms);
+  EXPECT_EQ(set.idle_timeout, 30s);
+  // An unset per-client cap follows a lower total cap.
+  EXPECT_EQ(
+      parse_config("web:\n  max_connections: 8\n", "x.yaml").web_limits.max_connections_per_client,
+      8u);
+}
+
+TEST(ParseConfig, BadWebLimits) {
+  expect_error("web:\n  max_connections: 0\n", {"test.yaml:2:20", "web.max_connections"});
+  expect_error("web:\n  max_connections: 8\n  max_connections_per_client: 9\n",
+               {"test.yaml:3:31", "at most web.max_connections (8)"});
+  expect_error("web:\n  header_timeout: 1ms\n", {"test.yaml:2:19", "at least 10ms"});
+  expect_error("web:\n  idle_timeout: soon\n", {"test.yaml:2:17", "expected a duration"});
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <optional>
+#include <set>
 
 namespace ibfabric::fabric {
 namespace {
@@ -28,6 +29,37 @@ TEST(FabricSpec, OffByDefaultEveryMinute) {
 TEST(FabricSpec, AcceptsItsKeys) {
   EXPECT_NE(make(""), nullptr);
   EXPECT_NE(make("shards: 4\nshard: 3\nrediscover_every: 1\nmax_hops: 8\n"), nullptr);
+}
+
+TEST(FabricSpec, CountersBudgetIsAllAKnownSetOrAListOfKnownNames) {
+  EXPECT_NE(make("counters: all\nerror_details: true\nlink_memory: 1h\n"), nullptr);
+  EXPECT_NE(make("counters: errors_and_traffic\n"), nullptr);
+  EXPECT_NE(make("counters: [symbol_errors, receive_bytes, receive_local_physical_errors]\n"),
+            nullptr);
+  try {
+    make("counters: [symbol_errors, recieve_bytes]\n");
+    FAIL() << "no error";
+  } catch (const ConfigError& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("recieve_bytes"), std::string::npos) << m;
+    EXPECT_NE(m.find("receive_bytes"), std::string::npos) << m;  // the known names are listed
+    EXPECT_NE(m.find("test.yaml:1"), std::string::npos) << m;
+  }
+  EXPECT_THROW(make("counters: some\n"), ConfigError);
+  EXPECT_THROW(make("counters: []\n"), ConfigError);
+}
+
+TEST(FabricSpec, ErrorsAndTrafficLeavesOutOnlyTheUnicastAndMulticastCounts) {
+  auto all = known_counters();
+  auto budget = errors_and_traffic_counters();
+  std::set<std::string> left_out;
+  for (const auto& name : all) {
+    if (!budget.count(name)) left_out.insert(name);
+  }
+  EXPECT_EQ(left_out,
+            (std::set<std::string>{"unicast_transmit_packets", "unicast_receive_packets",
+                                   "multicast_transmit_packets", "multicast_receive_packets"}));
+  EXPECT_EQ(all.size(), 32u);  // 22 PMA counters and 10 error details
 }
 
 TEST(FabricSpec, ShardMustBeBelowShards) {

@@ -79,15 +79,49 @@ void expect_counters(const MetricFamilies& m, const Labels& port,
   }
 }
 
+// The mlx5 port hw_counters with a metric of their own (docs/collectors.md, "RoCE and mlx5
+// transport"); they are not also exported as hw_stat.
+const std::map<std::string, std::string> kMlx5Named = {
+    {"np_ecn_marked_roce_packets", "ibfabric_sysfs_port_roce_ecn_marked_packets_total"},
+    {"np_cnp_sent", "ibfabric_sysfs_port_roce_cnp_sent_total"},
+    {"rp_cnp_handled", "ibfabric_sysfs_port_roce_cnp_handled_total"},
+    {"rp_cnp_ignored", "ibfabric_sysfs_port_roce_cnp_ignored_total"},
+    {"roce_adp_retrans", "ibfabric_sysfs_port_roce_adaptive_retransmissions_total"},
+    {"roce_adp_retrans_to", "ibfabric_sysfs_port_roce_adaptive_retransmission_timeouts_total"},
+    {"roce_slow_restart", "ibfabric_sysfs_port_roce_slow_restarts_total"},
+    {"out_of_sequence", "ibfabric_sysfs_port_out_of_sequence_packets_total"},
+    {"packet_seq_err", "ibfabric_sysfs_port_packet_sequence_errors_total"},
+    {"implied_nak_seq_err", "ibfabric_sysfs_port_implied_nak_sequence_errors_total"},
+    {"local_ack_timeout_err", "ibfabric_sysfs_port_local_ack_timeouts_total"},
+    {"duplicate_request", "ibfabric_sysfs_port_duplicate_requests_total"},
+    {"rnr_nak_retry_err", "ibfabric_sysfs_port_rnr_nak_retries_exceeded_total"},
+    {"out_of_buffer", "ibfabric_sysfs_port_out_of_buffer_drops_total"},
+    {"req_cqe_error", "ibfabric_sysfs_port_requester_completion_errors_total"},
+    {"resp_cqe_error", "ibfabric_sysfs_port_responder_completion_errors_total"},
+    {"rx_icrc_encapsulated", "ibfabric_sysfs_port_roce_icrc_errors_total"},
+};
+
+// Every file of a port's hw_counters: under its own metric when `named` has it, else as
+// hw_stat{counter=FILE}; and nothing else in hw_stat.
 void expect_hw(const MetricFamilies& m, const Labels& port,
-               const std::map<std::string, double>& expected) {
+               const std::map<std::string, double>& expected,
+               const std::map<std::string, std::string>& named = {}) {
   Labels labels = port;
-  EXPECT_EQ(samples(m, "ibfabric_sysfs_port_hw_stat_total", port).size(), expected.size());
+  std::size_t generic = 0;
   for (const auto& [counter, want] : expected) {
+    if (auto it = named.find(counter); it != named.end()) {
+      EXPECT_EQ(value(m, it->second, port), want) << counter;
+      labels = port;
+      labels.emplace_back("counter", counter);
+      EXPECT_FALSE(value(m, "ibfabric_sysfs_port_hw_stat_total", labels)) << counter;
+      continue;
+    }
+    ++generic;
     labels = port;
     labels.emplace_back("counter", counter);
     EXPECT_EQ(value(m, "ibfabric_sysfs_port_hw_stat_total", labels), want) << counter;
   }
+  EXPECT_EQ(samples(m, "ibfabric_sysfs_port_hw_stat_total", port).size(), generic);
 }
 
 void write(const fs::path& path, const std::string& text) {
@@ -191,7 +225,10 @@ TEST(SysfsCollector, ConnectX7OnNdr) {
              {"rp_cnp_handled", 19},
              {"np_ecn_marked_roce_packets", 20},
              {"np_cnp_sent", 21},
-             {"rx_icrc_encapsulated", 22}});
+             {"rx_icrc_encapsulated", 22}},
+            kMlx5Named);
+  // 4X NDR: 4 lanes of 100 Gb/s after encoding = 400 Gb/s.
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_effective_rate_bytes_per_second", kMlx5_0Port1), 50e9);
   // lifespan is the driver's cache time, not a counter.
   EXPECT_TRUE(samples(m, "ibfabric_sysfs_port_hw_stat_total", {{"counter", "lifespan"}}).empty());
   EXPECT_TRUE(samples(m, "ibfabric_sysfs_device_hw_stat_total").empty());
@@ -238,12 +275,41 @@ TEST(SysfsCollector, RoceAndSoftRoceWithoutPma) {
                    {"unicast_rcv_packets", 81230000},
                    {"multicast_xmit_packets", 4567},
                    {"multicast_rcv_packets", 4568}});
-  Labels cnp = mlx;
-  cnp.emplace_back("counter", "np_cnp_sent");
-  EXPECT_EQ(value(m, "ibfabric_sysfs_port_hw_stat_total", cnp), 3401);
-  cnp.back().second = "rp_cnp_handled";
-  EXPECT_EQ(value(m, "ibfabric_sysfs_port_hw_stat_total", cnp), 2210);
-  EXPECT_EQ(samples(m, "ibfabric_sysfs_port_hw_stat_total", mlx).size(), 29u);
+  // The congestion and transport counters under their own names (values from the fixture).
+  expect_hw(m, mlx,
+            {{"roce_slow_restart_cnps", 0},
+             {"resp_cqe_error", 0},
+             {"rx_dct_connect", 0},
+             {"np_cnp_sent", 3401},
+             {"np_ecn_marked_roce_packets", 3502},
+             {"rx_read_requests", 1048583},
+             {"out_of_buffer", 77},
+             {"req_remote_access_errors", 0},
+             {"duplicate_request", 3},
+             {"rp_cnp_handled", 2210},
+             {"local_ack_timeout_err", 2},
+             {"rnr_nak_retry_err", 0},
+             {"rx_write_requests", 7340032},
+             {"resp_cqe_flush_error", 0},
+             {"out_of_sequence", 29},
+             {"rx_atomic_requests", 0},
+             {"roce_slow_restart_trans", 0},
+             {"roce_adp_retrans_to", 5},
+             {"implied_nak_seq_err", 0},
+             {"packet_seq_err", 11},
+             {"resp_local_length_error", 0},
+             {"rp_cnp_ignored", 3},
+             {"roce_slow_restart", 0},
+             {"req_remote_invalid_request", 0},
+             {"req_cqe_error", 0},
+             {"resp_remote_access_errors", 0},
+             {"roce_adp_retrans", 41},
+             {"req_cqe_flush_error", 0},
+             {"rx_icrc_encapsulated", 0}},
+            kMlx5Named);
+  // Ethernet: the kernel's "100 Gb/sec (2X HDR)" is already the data rate of the 100GbE link.
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_effective_rate_bytes_per_second", mlx), 12.5e9);
+  // rxe is no PCI device: its duplicate_request and out_of_sequence stay hw_stat.
 
   // Soft-RoCE: a virtual device with no PCI link, no board_id or hca_type, an empty fw_ver,
   // and "N/A (no PMA)" in every counters/ file, which is "not there" rather than an error.
@@ -421,7 +487,9 @@ TEST(SysfsCollector, BrokenFilesCostOnlyTheirOwnValues) {
              {"rx_read_requests", 1001},
              {"rx_atomic_requests", 1002},
              {"rx_dct_connect", 1003},
-             {"out_of_sequence", 1005}});
+             {"out_of_sequence", 1005}},
+            kMlx5Named);
+  EXPECT_FALSE(value(m, "ibfabric_sysfs_port_out_of_buffer_drops_total", kMlx5_0Port1));
 
   // Errors: port 1 has 7 bad files (state, rate, 4 counters, 1 hw counter); mlx5_0's own
   // node_guid is 1; mlx5_1's class link dangles: 1, and it has no other metrics.
@@ -593,6 +661,197 @@ TEST(SysfsCollector, DeviceLevelHwCountersAndValuesBeyondDoublePrecision) {
   other.emplace_back("counter", "port_rcv_discards");
   EXPECT_EQ(value(m, "ibfabric_sysfs_port_pma_stat_total", other), 77);
   EXPECT_EQ(value(m, "ibfabric_sysfs_read_errors_total", p), 0);
+}
+
+// An AWS EFA device (tests/fixtures/sysfs/efa): PCI vendor 0x1d0f, no counters/, its traffic in
+// ports/1/hw_counters in bytes (no x4) under the InfiniBand ports' names.
+TEST(SysfsCollector, EfaTrafficUnderThePortNamesAndItsOwnCounters) {
+  auto collector = make(fixture("efa"));
+  auto result = collect(*collector);
+  ASSERT_TRUE(result.success) << result.error;
+  const auto& m = result.metrics;
+  const Labels p{{"device", "rdmap16s27"}, {"port", "1"}};
+  EXPECT_EQ(info(m, "ibfabric_sysfs_device_info", {{"device", "rdmap16s27"}}),
+            (std::map<std::string, std::string>{{"device", "rdmap16s27"},
+                                                {"node_guid", "0x0e8d4fd0ed0fbf2e"},
+                                                {"system_image_guid", "0x0000000000000000"},
+                                                {"firmware_version", ""},
+                                                {"board_id", ""},
+                                                {"hca_type", ""},
+                                                {"node_description", "ip-10-1-2-17 rdmap16s27"},
+                                                {"node_type", "unspecified"},
+                                                {"pci_address", "0000:10:1b.0"}}));
+  EXPECT_EQ(info(m, "ibfabric_sysfs_port_info", p),
+            (std::map<std::string, std::string>{{"device", "rdmap16s27"},
+                                                {"port", "1"},
+                                                {"link_layer", "Unknown"},
+                                                {"state", "ACTIVE"},
+                                                {"physical_state", "LinkUp"},
+                                                {"link_width", "4X"},
+                                                {"link_speed", "EDR"}}));
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_rate_bytes_per_second", p), 12.5e9);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_effective_rate_bytes_per_second", p), 12.5e9);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_lmc", p), 1);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_transmit_bytes_total", p), 918273645546);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_receive_bytes_total", p), 817263544536);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_transmit_packets_total", p), 120034567);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_receive_packets_total", p), 110023456);
+  const std::map<std::string, double> efa = {
+      {"ibfabric_sysfs_port_efa_receive_drops_total", 17},
+      {"ibfabric_sysfs_port_efa_send_bytes_total", 4096000123},
+      {"ibfabric_sysfs_port_efa_send_work_requests_total", 1000123},
+      {"ibfabric_sysfs_port_efa_recv_bytes_total", 3072000456},
+      {"ibfabric_sysfs_port_efa_recv_work_requests_total", 750456},
+      {"ibfabric_sysfs_port_efa_rdma_read_work_requests_total", 20000789},
+      {"ibfabric_sysfs_port_efa_rdma_read_bytes_total", 655360000789},
+      {"ibfabric_sysfs_port_efa_rdma_read_work_request_errors_total", 2},
+      {"ibfabric_sysfs_port_efa_rdma_read_response_bytes_total", 524288000321},
+      {"ibfabric_sysfs_port_efa_rdma_write_work_requests_total", 3000654},
+      {"ibfabric_sysfs_port_efa_rdma_write_bytes_total", 98304000654},
+      {"ibfabric_sysfs_port_efa_rdma_write_work_request_errors_total", 0},
+      {"ibfabric_sysfs_port_efa_rdma_write_received_bytes_total", 81920000987},
+      {"ibfabric_sysfs_port_efa_retransmitted_bytes_total", 26214400},
+      {"ibfabric_sysfs_port_efa_retransmitted_packets_total", 3200},
+      {"ibfabric_sysfs_port_efa_retransmit_timeouts_total", 9},
+      {"ibfabric_sysfs_port_efa_unresponsive_remote_events_total", 1},
+      {"ibfabric_sysfs_port_efa_impaired_remote_connection_events_total", 4},
+  };
+  for (const auto& [metric, want] : efa) EXPECT_EQ(value(m, metric, p), want) << metric;
+  // Every port counter of the driver has a name: no hw_stat, no PortCounters.
+  EXPECT_TRUE(samples(m, "ibfabric_sysfs_port_hw_stat_total").empty());
+  EXPECT_TRUE(samples(m, "ibfabric_sysfs_port_symbol_errors_total").empty());
+  // The admin-queue statistics stay generic, device-wide.
+  EXPECT_EQ(samples(m, "ibfabric_sysfs_device_hw_stat_total").size(), 12u);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_device_hw_stat_total",
+                  {{"device", "rdmap16s27"}, {"counter", "keep_alive_rcvd"}}),
+            86400);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_device_hw_stat_total",
+                  {{"device", "rdmap16s27"}, {"counter", "create_qp_err"}}),
+            1);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_read_errors_total", p), 0);
+}
+
+// Without a readable PCI vendor an EFA port is known by rdma_read_resp_bytes; a name taken by
+// counters/ (port_xmit_data) leaves EFA's tx_bytes as hw_stat instead of a duplicate series.
+TEST(SysfsCollector, EfaByCounterNamesAndNoDuplicateSeries) {
+  TempDir tmp;
+  const fs::path root = tmp.path();
+  const fs::path dev = root / "devices/virtual/infiniband/efa_7";
+  fs::create_directories(root / "class/infiniband");
+  fs::create_directory_symlink("../../devices/virtual/infiniband/efa_7",
+                               root / "class/infiniband/efa_7");
+  write(dev / "node_type", "7: unspecified\n");
+  write(dev / "node_guid", "0000:0000:0000:0001\n");
+  write(dev / "sys_image_guid", "0000:0000:0000:0000\n");
+  write(dev / "fw_ver", "\n");
+  write(dev / "node_desc", "\n");
+  const fs::path port = dev / "ports/1";
+  write(port / "state", "4: ACTIVE\n");
+  write(port / "phys_state", "5: LinkUp\n");
+  write(port / "rate", "100 Gb/sec (4X EDR)\n");
+  write(port / "lid", "0x0\n");
+  write(port / "sm_lid", "0x0\n");
+  write(port / "sm_sl", "0\n");
+  write(port / "lid_mask_count", "1\n");
+  write(port / "link_layer", "Unknown\n");
+  write(port / "counters/port_xmit_data", "100\n");
+  write(port / "hw_counters/tx_bytes", "999\n");
+  write(port / "hw_counters/rx_bytes", "888\n");
+  write(port / "hw_counters/rdma_read_resp_bytes", "777\n");
+  auto collector = make(root.string());
+  auto result = collect(*collector);
+  ASSERT_TRUE(result.success) << result.error;
+  const auto& m = result.metrics;
+  const Labels p{{"device", "efa_7"}, {"port", "1"}};
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_transmit_bytes_total", p), 400);
+  EXPECT_EQ(samples(m, "ibfabric_sysfs_port_transmit_bytes_total", p).size(), 1u);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_hw_stat_total",
+                  {{"device", "efa_7"}, {"port", "1"}, {"counter", "tx_bytes"}}),
+            999);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_receive_bytes_total", p), 888);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_efa_rdma_read_response_bytes_total", p), 777);
+}
+
+// Before Linux 4.5 (legacy mlx4) the 64-bit counters were in counters_ext/ and counters/ held
+// 32-bit PortCounters, saturated at 2^32-1 here: the 64-bit value wins, the 32-bit one is not
+// exported at all (tests/fixtures/sysfs/legacy-mlx4).
+TEST(SysfsCollector, LegacyCountersExtWinOverSaturated32BitCounters) {
+  auto collector = make(fixture("legacy-mlx4"));
+  auto result = collect(*collector);
+  ASSERT_TRUE(result.success) << result.error;
+  const auto& m = result.metrics;
+  const Labels p{{"device", "mlx4_0"}, {"port", "1"}};
+  expect_counters(m, p,
+                  {{"port_xmit_data", 51539607552492},  // 12884901888123 words
+                   {"port_rcv_data", 47244640257824},   // 11811160064456 words
+                   {"port_xmit_packets", 25769803776789},
+                   {"port_rcv_packets", 21474836480321},
+                   {"unicast_xmit_packets", 25769800000000},
+                   {"unicast_rcv_packets", 21474800000000},
+                   {"multicast_xmit_packets", 3776789},
+                   {"multicast_rcv_packets", 36480321},
+                   {"symbol_error", 6},
+                   {"port_xmit_discards", 13},
+                   {"port_xmit_wait", 77000123}});
+  for (const auto& [file, metric] : kNamed) {
+    EXPECT_EQ(samples(m, metric, p).size(), 1u) << metric;
+  }
+  EXPECT_TRUE(samples(m, "ibfabric_sysfs_port_pma_stat_total").empty());
+  // 4 lanes of FDR: 14.0625 Gb/s signalling, 64/66 of it data = 54.5454... Gb/s.
+  auto effective = value(m, "ibfabric_sysfs_port_effective_rate_bytes_per_second", p);
+  ASSERT_TRUE(effective);
+  EXPECT_NEAR(*effective, 6818181818.18, 0.01);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_port_rate_bytes_per_second", p), 7e9);
+  EXPECT_EQ(value(m, "ibfabric_sysfs_read_errors_total", p), 0);
+}
+
+TEST(SysfsCollector, EffectiveRateByLinkLayer) {
+  auto two = collect(*make(fixture("two-port")));
+  ASSERT_TRUE(two.success) << two.error;
+  // Port 2 is Ethernet "40 Gb/sec (4X QDR)": 40GbE carries 40 Gb/s of data, not 4 * 8.
+  EXPECT_EQ(value(two.metrics, "ibfabric_sysfs_port_effective_rate_bytes_per_second",
+                  {{"device", "mlx4_0"}, {"port", "2"}}),
+            5e9);
+  auto down = collect(*make(fixture("down-polling")));
+  ASSERT_TRUE(down.success) << down.error;
+  // InfiniBand "10 Gb/sec (4X SDR)": 4 * 2.5 * 8/10 = 8 Gb/s.
+  EXPECT_EQ(
+      value(down.metrics, "ibfabric_sysfs_port_effective_rate_bytes_per_second", kMlx5_0Port1),
+      1e9);
+}
+
+TEST(SysfsCollector, DevicesIncludeAndExcludeMatchWholeNames) {
+  auto only_mlx = collect(*make(fixture("roce"), "devices_include: 'mlx5_[0-9]+'"));
+  ASSERT_TRUE(only_mlx.success);
+  EXPECT_EQ(samples(only_mlx.metrics, "ibfabric_sysfs_device_info").size(), 1u);
+  EXPECT_EQ(samples(only_mlx.metrics, "ibfabric_sysfs_device_info", {{"device", "mlx5_1"}}).size(),
+            1u);
+  // A partial match is no match: "mlx5" does not select mlx5_1.
+  auto partial = collect(*make(fixture("roce"), "devices_include: mlx5"));
+  EXPECT_TRUE(samples(partial.metrics, "ibfabric_sysfs_device_info").empty());
+  auto no_rxe = collect(*make(fixture("roce"), "devices_exclude: 'rxe.*'"));
+  EXPECT_EQ(samples(no_rxe.metrics, "ibfabric_sysfs_device_info").size(), 1u);
+  EXPECT_TRUE(samples(no_rxe.metrics, "ibfabric_sysfs_port_info", {{"device", "rxe0"}}).empty());
+  // Exclude wins over include and over the devices list.
+  auto both = collect(*make(fixture("roce"),
+                            "{devices: [mlx5_1, rxe0], devices_include: '.*', "
+                            "devices_exclude: 'mlx5_1'}"));
+  EXPECT_EQ(samples(both.metrics, "ibfabric_sysfs_device_info").size(), 1u);
+  EXPECT_EQ(samples(both.metrics, "ibfabric_sysfs_device_info", {{"device", "rxe0"}}).size(), 1u);
+}
+
+TEST(SysfsCollector, InvalidDeviceRegexIsAConfigErrorAtItsPosition) {
+  TempDir tmp;
+  try {
+    make(tmp.path(), "enabled: true\ndevices_exclude: 'mlx5_[0-'\n");
+    FAIL() << "an unterminated bracket is not a regular expression";
+  } catch (const ConfigError& e) {
+    std::string what = e.what();
+    EXPECT_NE(what.find("collectors.sysfs.devices_exclude"), std::string::npos) << what;
+    EXPECT_NE(what.find("test.yaml:2:"), std::string::npos) << what;
+    EXPECT_NE(what.find("invalid regular expression \"mlx5_[0-\""), std::string::npos) << what;
+  }
+  EXPECT_THROW(make(tmp.path(), "devices_include: [a, b]"), ConfigError);
 }
 
 }  // namespace
