@@ -563,9 +563,27 @@ def probes():
                      variables(extra=extra))
 
 
+VF_KEY = "job, instance, pf, vf, pci_address"
+
+
+def with_pod(expr):
+    """`expr` (one series per VF, carrying VF_KEY) with the namespace and pod labels of the pod
+    that holds the VF (ibfabric_sriov_vf_pod_info); VFs no pod holds keep their series, without
+    those labels."""
+    return ("%s * on (%s) group_left (namespace, pod) ("
+            "group by (%s, namespace, pod) (ibfabric_sriov_vf_pod_info{%s}) "
+            "or on (%s) group by (%s) (ibfabric_sriov_vf_info{%s}))"
+            % (expr, VF_KEY, VF_KEY, SEL, VF_KEY, VF_KEY, SEL))
+
+
+def vf_rate(metric, vsel):
+    return with_pod("sum by (%s) (rate(%s{%s}[%s]))" % (VF_KEY, metric, vsel, RI))
+
+
 def sriov():
     lay = Layout()
     vsel = SEL + ',pf=~"$pf"'
+    vf_legend = "{{pf}} vf {{vf}} {{pci_address}} {{namespace}} {{pod}}"
     lay.row("Physical functions")
     lay.add(table("Physical functions", "Every SR-IOV physical function: PCI address and RDMA "
                   "device (ibfabric_sriov_pf_info).", "none",
@@ -577,29 +595,40 @@ def sriov():
                               ref="B")), 12, 6)
     lay.row("Virtual functions")
     lay.add(table("VFs", "Every enabled VF: PCI address (what the SR-IOV device plugin gives a "
-                  "pod), the net interface and RDMA device it became, GUIDs, link policy.",
+                  "pod), the net interface and RDMA device it became, GUIDs, link policy; the "
+                  "namespace and pod that hold it when the kubelet says "
+                  "(ibfabric_sriov_vf_pod_info), and its NUMA node (Value #B; -1: no affinity).",
                   "none",
-                  target("ibfabric_sriov_vf_info{%s}" % vsel, instant=True, fmt="table")), 24, 8)
+                  target(with_pod("ibfabric_sriov_vf_info{%s}" % vsel), instant=True,
+                         fmt="table"),
+                  target("ibfabric_sriov_vf_numa_node{%s}" % vsel, ref="B", instant=True,
+                         fmt="table")), 24, 8)
+    lay.add(table("Pods holding VFs", "Which container of which pod holds each VF, and the "
+                  "device plugin resource it was allocated from (kubelet pod-resources API).",
+                  "none",
+                  target("ibfabric_sriov_vf_pod_info{%s}" % vsel, instant=True, fmt="table")),
+            16, 6)
+    lay.add(stat("Kubelet pod-resources answers", "1 when the last pod-resources List call to "
+                 "the kubelet answered, 0 when it failed (ibfabric_sriov_kubelet_up); no value "
+                 "on a node without a kubelet socket.", "none",
+                 target("min(ibfabric_sriov_kubelet_up{%s})" % SEL, instant=True)), 8, 6)
     lay.add(timeseries("VF link policy", "0 Down, 1 Up, 2 Follow the physical port.", "none",
-                       target("ibfabric_sriov_vf_link_policy{%s}" % vsel, "{{pf}} vf {{vf}}")),
+                       target(with_pod("ibfabric_sriov_vf_link_policy{%s}" % vsel), vf_legend)),
             8, 7)
     lay.add(timeseries("VF received bytes", "Bytes per second received by each VF "
-                       "(rtnetlink VF stats).", "Bps",
-                       target("sum by (pf, vf, pci_address) (rate("
-                              "ibfabric_sriov_vf_receive_bytes_total{%s}[%s]))" % (vsel, RI),
-                              "{{pf}} vf {{vf}} {{pci_address}}")), 8, 7)
-    lay.add(timeseries("VF transmitted bytes", "Bytes per second sent by each VF.", "Bps",
-                       target("sum by (pf, vf, pci_address) (rate("
-                              "ibfabric_sriov_vf_transmit_bytes_total{%s}[%s]))" % (vsel, RI),
-                              "{{pf}} vf {{vf}} {{pci_address}}")), 8, 7)
+                       "(rtnetlink VF stats), with the pod that holds it.", "Bps",
+                       target(vf_rate("ibfabric_sriov_vf_receive_bytes_total", vsel),
+                              vf_legend)), 8, 7)
+    lay.add(timeseries("VF transmitted bytes", "Bytes per second sent by each VF, with the pod "
+                       "that holds it.", "Bps",
+                       target(vf_rate("ibfabric_sriov_vf_transmit_bytes_total", vsel),
+                              vf_legend)), 8, 7)
     lay.add(timeseries("VF dropped packets", "Received and to-be-sent packets dropped per "
-                       "second, per VF.", "pps",
-                       target("sum by (pf, vf) (rate("
-                              "ibfabric_sriov_vf_receive_dropped_packets_total{%s}[%s]))"
-                              % (vsel, RI), "rx {{pf}} vf {{vf}}"),
-                       target("sum by (pf, vf) (rate("
-                              "ibfabric_sriov_vf_transmit_dropped_packets_total{%s}[%s]))"
-                              % (vsel, RI), "tx {{pf}} vf {{vf}}", ref="B")), 12, 7)
+                       "second, per VF, with the pod that holds it.", "pps",
+                       target(vf_rate("ibfabric_sriov_vf_receive_dropped_packets_total", vsel),
+                              "rx " + vf_legend),
+                       target(vf_rate("ibfabric_sriov_vf_transmit_dropped_packets_total", vsel),
+                              "tx " + vf_legend, ref="B")), 12, 7)
     lay.add(timeseries("SR-IOV read and netlink errors per second",
                        "Unreadable or garbled SR-IOV sysfs files, and failed rtnetlink dumps.",
                        "cps",
@@ -607,11 +636,18 @@ def sriov():
                               "[%s]))" % (SEL, RI), "sysfs {{instance}} {{pf}}"),
                        target("sum by (instance) (rate(ibfabric_sriov_netlink_errors_total{%s}"
                               "[%s]))" % (SEL, RI), "netlink {{instance}}", ref="B")), 12, 7)
+    lay.add(timeseries("Kubelet pod-resources errors per second",
+                       "Failed pod-resources List calls to the kubelet, by reason (timeout, "
+                       "unavailable, unimplemented, malformed, other); no series on a node "
+                       "without a kubelet socket.", "cps",
+                       target("sum by (instance, reason) (rate("
+                              "ibfabric_sriov_kubelet_errors_total{%s}[%s]))" % (SEL, RI),
+                              "{{reason}} {{instance}}")), 12, 7)
     extra = [("pf", "PF",
               'label_values(ibfabric_sriov_pf_info{job=~"$job",instance=~"$instance"}, pf)')]
     return dashboard("ibfabric-sriov", "ibfabric / SR-IOV virtual functions",
-                     "SR-IOV physical and virtual functions of one node: which VF a pod got "
-                     "(join on pci_address), its state and traffic.", lay,
+                     "SR-IOV physical and virtual functions of one node: which pod holds each "
+                     "VF (kubelet pod-resources API), its state and traffic.", lay,
                      variables(instance_multi=False, extra=extra))
 
 

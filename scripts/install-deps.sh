@@ -8,6 +8,7 @@ packages=(
   libboost-dev libboost-system-dev prometheus-cpp-dev libyaml-cpp-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libsystemd-dev libssl-dev libcrypt-dev libibumad-dev libibmad-dev libnl-3-dev libnl-route-3-dev
   zlib1g-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ibsim-utils opensm infiniband-diags
   prometheus prometheus-node-exporter victoria-metrics systemd udev curl openssl apache2-utils wrk python3 procps iproute2
   dpkg-dev lintian man-db python3-yaml   # scripts/package.sh (dpkg-shlibdeps), its test, manifest checks

@@ -1,14 +1,20 @@
 #include "collectors/sriov/sriov_collector.h"
 
+#include "collectors/sriov/kubelet_pod_resources.h"
 #include "collectors/sriov/sriov_netlink.h"
 #include "collectors/sriov/sriov_sysfs.h"
 
 #include <linux/if_link.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
+#include <tuple>
 
 namespace ibfabric::sriov {
 namespace {
@@ -26,6 +32,10 @@ constexpr std::string_view kVfLinkState = "ibfabric_sriov_vf_link_state";
 constexpr std::string_view kVfTrusted = "ibfabric_sriov_vf_trusted";
 constexpr std::string_view kVfSpoofCheck = "ibfabric_sriov_vf_spoof_check";
 constexpr std::string_view kNetlinkErrors = "ibfabric_sriov_netlink_errors_total";
+constexpr std::string_view kVfNumaNode = "ibfabric_sriov_vf_numa_node";
+constexpr std::string_view kVfPodInfo = "ibfabric_sriov_vf_pod_info";
+constexpr std::string_view kKubeletUp = "ibfabric_sriov_kubelet_up";
+constexpr std::string_view kKubeletErrors = "ibfabric_sriov_kubelet_errors_total";
 
 struct FamilyDoc {
   std::string_view name;
@@ -69,6 +79,26 @@ const FamilyDoc kFamilies[] = {
     {kNetlinkErrors,
      "RTM_GETLINK dumps that failed (no answer within netlink_timeout, socket error, or "
      "malformed answer) since the daemon started.",
+     MetricType::Counter},
+    {kVfNumaNode,
+     "NUMA node of the VF's PCI device (sysfs virtfnN/numa_node); -1 when the platform reports "
+     "no affinity.",
+     MetricType::Gauge},
+};
+
+const FamilyDoc kKubeletFamilies[] = {
+    {kVfPodInfo,
+     "One per VF the kubelet reports as allocated to a pod (pod-resources List, device id = the "
+     "VF's PCI address), value 1: namespace, pod, container (comma-separated if several of the "
+     "pod's containers hold it), resource (the device plugin's resource name).",
+     MetricType::Gauge},
+    {kKubeletUp,
+     "1 if the last pod-resources List call to the kubelet answered, 0 if it failed; absent "
+     "while the kubelet socket does not exist.",
+     MetricType::Gauge},
+    {kKubeletErrors,
+     "pod-resources List calls that failed since the daemon started, by reason: timeout, "
+     "permission_denied, unavailable, unimplemented, malformed, other.",
      MetricType::Counter},
 };
 
@@ -122,8 +152,8 @@ std::string joined(const std::vector<std::string>& names) {
 
 }  // namespace
 
-SriovCollector::SriovCollector(std::string sysfs_root, NetlinkDump dump)
-    : sysfs_root_(std::move(sysfs_root)), dump_(std::move(dump)) {}
+SriovCollector::SriovCollector(std::string sysfs_root, NetlinkDump dump, KubeletOptions kubelet)
+    : sysfs_root_(std::move(sysfs_root)), dump_(std::move(dump)), kubelet_(std::move(kubelet)) {}
 
 CollectResult SriovCollector::collect_blocking() {
   try {
@@ -181,11 +211,9 @@ CollectResult SriovCollector::run() {
                 {"node_guid", vf.node_guid.value_or("")},
                 {"port_guid", vf.port_guid.value_or("")},
                 {"link_policy", vf.policy ? std::string(link_policy_name(*vf.policy)) : ""}});
-      if (vf.policy) {
-        out.gauge(kVfLinkPolicy, "",
-                  {{"pf", pf.name()}, {"vf", index}, {"pci_address", vf.pci_address}},
-                  static_cast<double>(*vf.policy));
-      }
+      const Labels vf_labels{{"pf", pf.name()}, {"vf", index}, {"pci_address", vf.pci_address}};
+      if (vf.policy) out.gauge(kVfLinkPolicy, "", vf_labels, static_cast<double>(*vf.policy));
+      if (vf.numa_node) out.gauge(kVfNumaNode, "", vf_labels, static_cast<double>(*vf.numa_node));
     }
   }
   // Every present PF has its error counter, zero included; errors listing the class
@@ -196,6 +224,9 @@ CollectResult SriovCollector::run() {
   if (const auto found = read_errors_.find(""); found != read_errors_.end()) {
     out.counter(kReadErrors, "", {{"pf", ""}}, static_cast<double>(found->second));
   }
+
+  // --- kubelet -------------------------------------------------------------------------------
+  add_pods(out, inventory.pfs);
 
   // --- netlink -------------------------------------------------------------------------------
   CollectResult result;
@@ -249,6 +280,102 @@ CollectResult SriovCollector::run() {
   return result;
 }
 
+// A kubelet that is absent, refuses, hangs or answers garbage costs the pod series only: it is
+// counted and logged, and never fails the collection.
+void SriovCollector::add_pods(MetricsBuilder& out, const std::vector<PfInventory>& pfs) {
+  if (kubelet_.socket.empty()) return;
+  for (const auto& family : kKubeletFamilies) out.declare(family.name, family.help, family.type);
+
+  // Checked on every run, so the pod series start when a kubelet does (a node joining a
+  // cluster, a kubelet restart re-creating its socket). A node without Kubernetes has no
+  // socket: nothing to say, nothing to log.
+  struct stat status {};
+  if (::stat(kubelet_.socket.c_str(), &status) != 0 && (errno == ENOENT || errno == ENOTDIR)) {
+    if (kubelet_socket_seen_) {
+      spdlog::info("sriov: kubelet pod-resources socket is gone socket={}", kubelet_.socket);
+    }
+    kubelet_socket_seen_ = false;
+    last_kubelet_reason_.clear();
+    return;
+  }
+  if (!kubelet_socket_seen_) {
+    spdlog::info("sriov: kubelet pod-resources socket found socket={}", kubelet_.socket);
+    kubelet_socket_seen_ = true;
+  }
+
+  std::vector<DeviceAssignment> devices;
+  std::string reason;  // "" on success
+  std::string what;
+  try {
+    devices = list_pod_devices(kubelet_.socket, kubelet_.timeout);
+  } catch (const KubeletError& e) {
+    reason = e.reason();
+    what = e.what();
+  } catch (const std::exception& e) {
+    reason = "other";
+    what = e.what();
+  }
+  const bool up = reason.empty();
+  if (!up) ++kubelet_errors_[reason];
+  // A change is a change of reason: the details of one failure (which errno a dropped
+  // connection gave) vary from run to run and are not worth a line each.
+  if (reason != last_kubelet_reason_) {
+    if (!up) {
+      spdlog::warn("sriov: kubelet pod-resources List failed socket={} reason={} error=\"{}\"",
+                   kubelet_.socket, reason, what);
+    } else {
+      spdlog::info("sriov: kubelet pod-resources List works again socket={}", kubelet_.socket);
+    }
+    last_kubelet_reason_ = reason;
+  }
+  out.gauge(kKubeletUp, "", {}, up ? 1 : 0);
+  for (const char* reason : kKubeletErrorReasons) {
+    out.counter(kKubeletErrors, "", {{"reason", reason}},
+                static_cast<double>(kubelet_errors_[reason]));
+  }
+  if (!up) return;
+
+  struct VfRef {
+    const PfInventory* pf;
+    const VfInventory* vf;
+  };
+  std::map<std::string, VfRef> vf_by_address;
+  for (const auto& pf : pfs) {
+    for (const auto& vf : pf.vfs) {
+      if (!vf.pci_address.empty()) vf_by_address.emplace(vf.pci_address, VfRef{&pf, &vf});
+    }
+  }
+  // One series per VF and pod, so that `* on (pf, vf) group_left (namespace, pod)` finds one
+  // match: containers of one pod that share a VF (an init container's devices are handed on to
+  // the app container) are joined into one label value.
+  using Key = std::tuple<std::string, std::uint32_t, std::string, std::string, std::string,
+                         std::string>;  // pf, vf, pci_address, namespace, pod, resource
+  std::map<Key, std::set<std::string>> held;
+  for (const auto& device : devices) {
+    std::string address = device.device_id;
+    std::transform(address.begin(), address.end(), address.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    // Device ids of other plugins (GPUs, other PCI devices) are not VFs of a PF seen here.
+    const auto found = vf_by_address.find(address);
+    if (found == vf_by_address.end()) continue;
+    const auto& [pf, vf] = found->second;
+    held[{pf->name(), vf->index, vf->pci_address, device.namespace_name, device.pod,
+          device.resource}]
+        .insert(device.container);
+  }
+  for (const auto& [key, containers] : held) {
+    const auto& [pf, vf, pci_address, namespace_name, pod, resource] = key;
+    out.info(kVfPodInfo, "",
+             {{"pf", pf},
+              {"vf", std::to_string(vf)},
+              {"pci_address", pci_address},
+              {"namespace", namespace_name},
+              {"pod", pod},
+              {"container", joined({containers.begin(), containers.end()})},
+              {"resource", resource}});
+  }
+}
+
 CollectorSpec spec() {
   return CollectorSpec{
       "sriov", true, std::chrono::seconds(15),
@@ -260,6 +387,31 @@ CollectorSpec spec() {
           // The dump runs on the collector's worker thread; a longer wait only keeps it busy.
           section.fail("netlink_timeout", "at most 10s");
         }
+        KubeletOptions kubelet;
+        kubelet.socket =
+            section.get_string("kubelet_socket", "/var/lib/kubelet/pod-resources/kubelet.sock");
+        if (!kubelet.socket.empty() && kubelet.socket.front() != '/') {
+          section.fail("kubelet_socket",
+                       "an absolute path to the kubelet's pod-resources socket, or \"\" to turn "
+                       "the pod lookup off");
+        }
+        // The interval is the runner's key; read here only to fit the deadline in it.
+        std::chrono::nanoseconds interval = std::chrono::seconds(15);
+        if (const YAML::Node node = section.node()["interval"]; node && node.IsScalar()) {
+          if (const auto parsed = parse_duration(node.Scalar())) interval = *parsed;
+        }
+        const bool timeout_given = section.has("kubelet_timeout");
+        const auto kubelet_timeout = section.get_duration(
+            "kubelet_timeout",
+            std::min<std::chrono::nanoseconds>(std::chrono::seconds(2), interval / 2),
+            std::chrono::milliseconds(1));
+        if (timeout_given &&
+            (kubelet_timeout > std::chrono::seconds(10) || kubelet_timeout >= interval)) {
+          section.fail("kubelet_timeout", "at most 10s and shorter than the interval (" +
+                                              format_duration(interval) +
+                                              "): the List call is part of every collection");
+        }
+        kubelet.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(kubelet_timeout);
         section.finish();
         SriovCollector::NetlinkDump dump;
         if (netlink) {
@@ -270,7 +422,8 @@ CollectorSpec spec() {
             return dump_links_with_vfs(ms, path);
           };
         }
-        return std::make_unique<SriovCollector>(context.sysfs_root, std::move(dump));
+        return std::make_unique<SriovCollector>(context.sysfs_root, std::move(dump),
+                                                std::move(kubelet));
       }};
 }
 

@@ -13,16 +13,27 @@
 #include <map>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace ibfabric::sriov {
 
 struct PfLink;
+struct PfInventory;
 
 // name "sriov", enabled by default, every 15s. Config keys (besides enabled and interval):
 //   netlink: true          read per-VF counters and settings over rtnetlink
 //   netlink_timeout: 1s    bound on the whole RTM_GETLINK dump (SO_RCVTIMEO)
-// A BlockingCollector: sysfs reads and the dump run on a worker thread.
+//   kubelet_socket: /var/lib/kubelet/pod-resources/kubelet.sock   which pod holds each VF;
+//                          "" turns it off; a missing socket is skipped silently every run
+//   kubelet_timeout: 2s    deadline of one pod-resources List call
+// A BlockingCollector: sysfs reads, the dump and the kubelet call run on a worker thread.
 CollectorSpec spec();
+
+// Where the kubelet's pod-resources socket is; an empty path: never ask.
+struct KubeletOptions {
+  std::string socket;
+  std::chrono::milliseconds timeout{2000};
+};
 
 class SriovCollector final : public BlockingCollector {
  public:
@@ -30,13 +41,15 @@ class SriovCollector final : public BlockingCollector {
   using NetlinkDump = std::function<std::vector<PfLink>()>;
 
   // `dump` empty: no netlink values at all.
-  SriovCollector(std::string sysfs_root, NetlinkDump dump);
+  SriovCollector(std::string sysfs_root, NetlinkDump dump, KubeletOptions kubelet = {});
 
   // Reads sysfs and runs one netlink dump (bounded by netlink_timeout), on a worker thread.
   CollectResult collect_blocking() override;
 
  private:
   CollectResult run();
+  // Adds the pod series of the VFs in `pfs` (and the kubelet's health) to `out`.
+  void add_pods(MetricsBuilder& out, const std::vector<PfInventory>& pfs);
 
   std::string sysfs_root_;
   NetlinkDump dump_;
@@ -46,6 +59,13 @@ class SriovCollector final : public BlockingCollector {
   // Paths that are bad right now: logged when they turn bad and when they recover.
   std::set<std::string> bad_files_;
   std::string last_netlink_error_;
+
+  KubeletOptions kubelet_;
+  // Since start, per reason: ibfabric_sriov_kubelet_errors_total.
+  std::map<std::string, std::uint64_t> kubelet_errors_;
+  bool kubelet_socket_seen_ = false;
+  // "" while the kubelet answers; else the reason of the failure logged last.
+  std::string last_kubelet_reason_;
 };
 
 }  // namespace ibfabric::sriov

@@ -59,6 +59,15 @@ std::optional<std::uint64_t> parse_count(std::string_view text) {
   return sysfs::parse_decimal(text);
 }
 
+std::optional<std::int64_t> parse_numa_node(std::string_view text) {
+  text = sysfs::trim(text);
+  if (text == "-1") return -1;
+  const auto node = sysfs::parse_decimal(text);
+  // Linux has at most 1 << CONFIG_NODES_SHIFT (10 at most) nodes.
+  if (!node || *node > 65535) return std::nullopt;
+  return static_cast<std::int64_t>(*node);
+}
+
 namespace {
 
 struct FileContent {
@@ -211,6 +220,7 @@ class PfReader {
     // While VFs are being removed the link can dangle: then there is nothing bound to list.
     vf.net_interfaces = entries(link / "net");
     vf.rdma_devices = entries(link / "infiniband");
+    vf.numa_node = parsed(link / "numa_node", true, parse_numa_node, "a NUMA node number or -1");
 
     const fs::path vf_dir = dir_ / "sriov" / std::to_string(index);
     vf.node_guid = parsed(vf_dir / "node", true, parse_vf_guid, "xx:xx:xx:xx:xx:xx:xx:xx");

@@ -27,6 +27,9 @@ struct VfInventory {
   std::optional<std::string> node_guid;  // "0x" + 16 hex digits
   std::optional<std::string> port_guid;
   std::optional<LinkPolicy> policy;
+  // The VF's PCI device's numa_node: -1 when the platform gives no affinity; nullopt when the
+  // file is missing or garbled.
+  std::optional<std::int64_t> numa_node;
 };
 
 struct PfInventory {
@@ -64,5 +67,7 @@ std::optional<LinkPolicy> parse_link_policy(std::string_view text);
 std::string_view link_policy_name(LinkPolicy policy);
 // An unsigned decimal such as sriov_totalvfs.
 std::optional<std::uint64_t> parse_count(std::string_view text);
+// A PCI device's numa_node ("1\n", "-1\n"): a node number, or -1.
+std::optional<std::int64_t> parse_numa_node(std::string_view text);
 
 }  // namespace ibfabric::sriov

@@ -20,6 +20,11 @@ NO_DATA_HERE = {
     "VF received bytes": "no VFs in this kernel",
     "VF transmitted bytes": "no VFs in this kernel",
     "VF dropped packets": "no VFs in this kernel",
+    # The pod of a VF comes from the kubelet's pod-resources socket; no kubelet here
+    # (tests/integration/test_sriov_kubelet.py runs a fake one).
+    "Pods holding VFs": "no kubelet",
+    "Kubelet pod-resources answers": "no kubelet",
+    "Kubelet pod-resources errors per second": "no kubelet",
 }
 
 

@@ -361,7 +361,7 @@ TEST(SriovCollector, VfsThatGoAwayLeaveNoSeries) {
   EXPECT_EQ(samples(before.metrics, "ibfabric_sriov_vf_info").size(), 8u);
   EXPECT_EQ(samples(before.metrics, "ibfabric_sriov_vf_receive_bytes_total").size(), 8u);
   const std::size_t per_vf = vf_series(before.metrics, "7");
-  EXPECT_EQ(per_vf, 14u);  // vf_info, link_policy, netlink_info, 3 settings, 8 counters
+  EXPECT_EQ(per_vf, 15u);  // vf_info, link_policy, numa_node, netlink_info, 3 settings, 8 counters
 
   const fs::path saved = fs::path(tmp.path()) / "saved-sriov";
   fs::create_directories(saved);
