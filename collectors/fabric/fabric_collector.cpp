@@ -374,6 +374,12 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
                   "Nominal signalling rate of one lane in Gb/s (PortInfo.LinkSpeedActive / "
                   "LinkSpeedExtActive).",
                   l, ports::lane_gbps(pi));
+        if (auto effective = ports::effective_bytes_per_second(pi)) {
+          out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
+                    "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
+                    "FDR and EDR, FEC from HDR on), in bytes per second.",
+                    l, *effective);
+        }
       }
       if (!sw.caps) continue;
       const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();

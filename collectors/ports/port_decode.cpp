@@ -1,5 +1,7 @@
 #include "collectors/ports/port_decode.h"
 
+#include "collectors/link_rate.h"
+
 #include <array>
 #include <cstdio>
 
@@ -378,6 +380,12 @@ void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Lab
                   static_cast<double>(mad_get_field(bytes(details[a].data()), 0, def.field)));
     }
   }
+}
+
+std::optional<double> effective_bytes_per_second(const PortInfo& pi) {
+  auto speed = link_rate::lane_speed_from_name(active_speed_name(pi));
+  if (!speed) return std::nullopt;
+  return link_rate::effective_bytes_per_second(*speed, lanes(pi.width_active));
 }
 
 }  // namespace ibfabric::ports

@@ -78,6 +78,9 @@ int lanes(int width_bits);  // 4 for 4X, 0 when unknown
 // Nominal signalling rate per lane in Gb/s, as the kernel prints it (SDR 2.5 ... NDR 100).
 double lane_gbps(const PortInfo& pi);
 int mtu_bytes(int mtu_code);  // 0 when unknown
+// The link's data rate after line encoding (8b/10b up to QDR, 64b/66b FDR/EDR, FEC from HDR) in
+// bytes per second (collectors/link_rate.h); nullopt when the width or speed is unknown.
+std::optional<double> effective_bytes_per_second(const PortInfo& pi);
 
 struct PmaCapabilities {
   std::uint16_t mask = 0;

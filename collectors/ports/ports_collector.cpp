@@ -230,6 +230,12 @@ class Pass : public std::enable_shared_from_this<Pass> {
       out.gauge("ibfabric_ports_rate_bytes_per_second",
                 "Nominal signalling rate of the link in bytes per second (lanes times lane rate).",
                 l, lanes(pi.width_active) * lane_gbps(pi) * 1e9 / 8);
+      if (auto effective = effective_bytes_per_second(pi)) {
+        out.gauge("ibfabric_ports_effective_rate_bytes_per_second",
+                  "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
+                  "FDR and EDR, FEC from HDR on), in bytes per second.",
+                  l, *effective);
+      }
       out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (PortInfo.NeighborMTU).", l,
                 mtu_bytes(pi.neighbor_mtu));
       out.gauge("ibfabric_ports_mtu_capability_bytes",

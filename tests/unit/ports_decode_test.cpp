@@ -54,6 +54,8 @@ TEST(PortInfoDecode, NdrPort) {
   EXPECT_EQ(mtu_bytes(pi.neighbor_mtu), 4096);
   EXPECT_STREQ(state_name(pi.state), "ACTIVE");
   EXPECT_STREQ(phys_state_name(pi.phys_state), "LinkUp");
+  // 4 lanes x 100 Gb/s of data after FEC (106.25 Gb/s signalling): 400 Gb/s.
+  EXPECT_DOUBLE_EQ(effective_bytes_per_second(pi).value(), 50e9);
 }
 
 TEST(PortInfoDecode, ExtendedSpeedFieldsIgnoredWithoutCapability) {
@@ -63,6 +65,8 @@ TEST(PortInfoDecode, ExtendedSpeedFieldsIgnoredWithoutCapability) {
   EXPECT_FALSE(pi.extended_speeds);
   EXPECT_EQ(active_speed_name(pi), "QDR");
   EXPECT_DOUBLE_EQ(lane_gbps(pi), 10);
+  // 4X QDR: 40 Gb/s signalling, 8b/10b leaves 32 Gb/s.
+  EXPECT_DOUBLE_EQ(effective_bytes_per_second(pi).value(), 4e9);
   EXPECT_EQ(supported_speed_names(pi), "SDR,DDR,QDR");
   // A switch port: the capability comes from port 0 and is applied by the caller.
   pi.extended_speeds = true;
@@ -79,6 +83,7 @@ TEST(PortInfoDecode, DownPort) {
   EXPECT_STREQ(phys_state_name(pi.phys_state), "Polling");
   EXPECT_EQ(width_name(pi.width_active), "");
   EXPECT_EQ(lanes(pi.width_active), 0);
+  EXPECT_FALSE(effective_bytes_per_second(pi).has_value());  // no width: no rate
 }
 
 TEST(ClassPortInfoDecode, CapabilityBits) {
