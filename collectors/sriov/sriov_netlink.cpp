@@ -362,7 +362,9 @@ std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
     if (static_cast<std::size_t>(size) > buffer.size()) {
       buffer.resize(static_cast<std::size_t>(size));
     }
-    sockaddr_nl from{};
+    // Room for any sender's address: the test stand-in is a unix socket, whose address is
+    // longer than a sockaddr_nl (and recvmsg reports its full length).
+    sockaddr_storage from{};
     iovec io{buffer.data(), buffer.size()};
     msghdr header{};
     header.msg_name = &from;
@@ -376,7 +378,11 @@ std::vector<PfLink> receive_dump(int fd, std::uint32_t sequence,
     }
     if (header.msg_flags & MSG_TRUNC) throw NetlinkError("link dump datagram truncated");
     // Not from the kernel (a unix-socket stand-in, see dump_links_with_vfs, has no nl_pid).
-    if (from.nl_family == AF_NETLINK && from.nl_pid != 0) continue;
+    if (from.ss_family == AF_NETLINK) {
+      sockaddr_nl sender{};
+      std::memcpy(&sender, &from, sizeof sender);
+      if (sender.nl_pid != 0) continue;
+    }
     if (parse_dump_datagram(Bytes(buffer.data(), static_cast<std::size_t>(size)), sequence,
                             links)) {
       return links;
