@@ -4,16 +4,24 @@
 # written). Fails on the first crash, leak, timeout or sanitizer report. docs/fuzzing.md.
 #   scripts/fuzz.sh [SECONDS_PER_TARGET]   (default 20)
 #   IBFABRIC_FUZZ_TARGETS="config mad_decode"  fuzz only these
+#   IBFABRIC_FUZZ_BUILD=DIR  an existing IBFABRIC_FUZZ=ON build to use (scripts/test.sh passes
+#                            its ASan + UBSan build); otherwise build-fuzz is configured here
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-20}
 targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode netlink"}
-build=$root/build-fuzz
+build=${IBFABRIC_FUZZ_BUILD:-$root/build-fuzz}
 
-echo "== fuzz build (clang, libFuzzer + ASan + UBSan)"
-CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DIBFABRIC_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+echo "== fuzz build (clang, libFuzzer + ASan + UBSan) in $build"
+if [[ -z "${IBFABRIC_FUZZ_BUILD:-}" ]]; then
+  CC=clang CXX=clang++ cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -g" \
+    -DIBFABRIC_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+elif ! grep -q '^IBFABRIC_FUZZ:BOOL=ON' "$build/CMakeCache.txt" 2>/dev/null; then
+  echo "!! $build is not an IBFABRIC_FUZZ=ON build (IBFABRIC_FUZZ_BUILD)" >&2
+  exit 2
+fi
 cmake --build "$build" -j "$(nproc)" --target fuzzers
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ibfabric-fuzz.XXXXXX")
