@@ -1,8 +1,9 @@
 #include "collectors/ports/ports_collector.h"
 
+#include "collectors/mad/fan_out.h"
 #include "collectors/ports/port_decode.h"
 
-#include <spdlog/spdlog.h>
+#include <spdlog/fmt/fmt.h>
 
 namespace ibfabric::ports {
 namespace {
@@ -10,13 +11,8 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
-// SMP attributes fit in 64 octets; PMA data areas are 192 (the extended error counters of
-// PortCountersExtended lie past the first 64).
-constexpr std::size_t kMinData = IB_SMP_DATA_SIZE;
 constexpr int kNodeTypeSwitch = 2;
 constexpr int kPhysLinkUp = 5;
-
-bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 
 // What one side of one link gave in this pass.
 struct Side {
@@ -52,19 +48,17 @@ std::vector<std::uint8_t> attribute_data(const mad::Response& r) {
 }  // namespace
 
 // One collection: every query in flight at once, metrics built when the last one is back.
-class Pass : public std::enable_shared_from_this<Pass> {
+class Pass : public mad::FanOut {
  public:
   Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
-      : c_(collector), done_(std::move(done)) {
+      : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
     for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}, {}});
   }
 
   void start() {
-    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
-    // before every first query is out.
-    ++outstanding_;
-    for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
-    settle();
+    launch([this] {
+      for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
+    });
   }
 
  private:
@@ -78,24 +72,16 @@ class Pass : public std::enable_shared_from_this<Pass> {
            std::function<void(const mad::Response&)> on_ok) {
     const auto& lp = links_[i].local_port;
     req.via = mad::PortAddress{lp.ca, lp.port};
-    ++outstanding_;
-    auto req_class = req.mgmt_class;
-    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), i, w, attribute, req_class,
-                                             on_ok = std::move(on_ok)](mad::Response r) {
-      const auto& lp = self->links_[i].local_port;
-      std::size_t need = req_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : kMinData;
-      if (r.ok() && r.data_size() < need) {
-        r.status = mad::Status::mad_status;
-        r.error = "answer too short";
-      }
-      self->c_.note_result({lp.ca, lp.port, side_label(w), attribute}, r);
-      if (r.ok()) on_ok(r);
-      self->settle();
-    });
-  }
-
-  void settle() {
-    if (--outstanding_ == 0) finish();
+    auto min_size = mad::attribute_size(req.mgmt_class);
+    FanOut::ask(std::move(req), min_size,
+                [this, i, w, attribute, on_ok = std::move(on_ok)](const mad::Response& r) {
+                  const auto& lp = links_[i].local_port;
+                  c_.errors_.note(r, {lp.ca, lp.port, side_label(w), attribute}, [&] {
+                    return fmt::format("device={} port={} side={} attribute={}", lp.ca, lp.port,
+                                       side_label(w), attribute);
+                  });
+                  if (r.ok()) on_ok(r);
+                });
   }
 
   void query_local(std::size_t i) {
@@ -107,7 +93,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
           auto& link = links_[i];
           link.local_answered = true;
           link.local.port_info = decode_port_info(r.data());
-          if (routable_lid(link.local.port_info->lid)) {
+          if (mad::routable_lid(link.local.port_info->lid)) {
             query_pma(i, Which::local, link.local.port_info->lid, port);
           }
           if (c_.config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
@@ -141,7 +127,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
                 auto& peer = links_[i].peer;
                 peer.port_info = decode_port_info(p.data());
                 peer.pma_port = peer_port;
-                if (peer.node_type != kNodeTypeSwitch && routable_lid(peer.port_info->lid)) {
+                if (peer.node_type != kNodeTypeSwitch && mad::routable_lid(peer.port_info->lid)) {
                   query_pma(i, Which::peer, peer.port_info->lid, peer_port);
                 }
               });
@@ -152,7 +138,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
                 [this, i, peer_port](const mad::Response& p) {
                   links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
                   auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
-                  if (routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
+                  if (mad::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
                 });
           }
         });
@@ -315,7 +301,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
               {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
 
-  void finish() {
+  void settled() override {
     MetricsBuilder out;
     auto now = Clock::now();
     out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
@@ -330,7 +316,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
     out.declare("ibfabric_ports_query_errors_total",
                 "MAD queries of the collector that failed (timeout, error status, no port)",
                 MetricType::Counter);
-    for (const auto& [key, n] : c_.errors_) {
+    for (const auto& [key, n] : c_.errors_.counts()) {
       const auto& [device, port, side, attribute] = key;
       out.counter("ibfabric_ports_query_errors_total",
                   "MAD queries of the collector that failed (timeout, error status, no port)",
@@ -355,7 +341,6 @@ class Pass : public std::enable_shared_from_this<Pass> {
   PortsCollector& c_;
   Collector::Done done_;
   std::vector<Link> links_;
-  int outstanding_ = 0;
 };
 
 PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
@@ -363,7 +348,8 @@ PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> eng
     : mad_(std::move(engine_factory)),
       only_devices_(config.devices.begin(), config.devices.end()),
       config_(std::move(config)),
-      names_(std::move(names)) {}
+      names_(std::move(names)),
+      errors_("ports") {}
 
 void PortsCollector::collect(Done done) {
   if (!mad_.engine()) {
@@ -373,23 +359,6 @@ void PortsCollector::collect(Done done) {
   auto pass =
       std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
   pass->start();
-}
-
-void PortsCollector::note_result(const ErrorKey& key, const mad::Response& r) {
-  const auto& [device, port, side, attribute] = key;
-  if (r.ok()) {
-    if (failing_.erase(key)) {
-      spdlog::info("ports: query works again device={} port={} side={} attribute={}", device, port,
-                   side, attribute);
-    }
-    return;
-  }
-  errors_[key]++;
-  if (failing_.insert(key).second) {
-    spdlog::warn(
-        "ports: query failed device={} port={} side={} attribute={} result={} error=\"{}\"", device,
-        port, side, attribute, mad::to_string(r.status), r.error);
-  }
 }
 
 CollectorSpec spec() {

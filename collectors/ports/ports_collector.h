@@ -6,6 +6,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
+#include "collectors/mad/fan_out.h"
 
 #include <chrono>
 #include <cstdint>
@@ -38,10 +39,8 @@ class PortsCollector final : public Collector {
                  std::shared_ptr<const NodeNameMap> names);
   void collect(Done done) override;
 
-  // Problems per (device, port, side, attribute): counted since start, logged when a query
-  // starts failing and when it works again.
+  // Failed queries per (device, port, side, attribute).
   using ErrorKey = std::tuple<std::string, int, std::string, std::string>;
-  void note_result(const ErrorKey& key, const mad::Response& r);
 
  private:
   friend class Pass;
@@ -61,8 +60,7 @@ class PortsCollector final : public Collector {
   std::shared_ptr<const NodeNameMap> names_;
   std::map<std::pair<std::string, int>, RememberedPeer> peers_seen_;  // (device, port)
   std::map<std::string, std::string> local_descriptions_;             // device -> NodeDescription
-  std::map<ErrorKey, std::uint64_t> errors_;
-  std::set<ErrorKey> failing_;
+  mad::QueryErrors<ErrorKey> errors_;
 };
 
 }  // namespace ibfabric::ports

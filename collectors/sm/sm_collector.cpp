@@ -1,6 +1,6 @@
 #include "collectors/sm/sm_collector.h"
 
-#include <spdlog/spdlog.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <optional>
 
@@ -12,8 +12,6 @@ using prometheus::MetricType;
 // SMInfo is 24 octets; an answer shorter than that is unusable.
 constexpr std::size_t kSmInfoSize = 24;
 constexpr std::size_t kPortInfoSize = IB_SMP_DATA_SIZE;
-
-bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 
 // What one SM of the subnet gave in this pass.
 struct SubnetSm {
@@ -48,10 +46,10 @@ std::string describe(const mad::Response& r) {
 }  // namespace
 
 // One collection: every port's queries in flight at once, metrics built when the last is back.
-class Pass : public std::enable_shared_from_this<Pass> {
+class Pass : public mad::FanOut {
  public:
   Pass(SmCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
-      : c_(collector), done_(std::move(done)) {
+      : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
     for (auto& lp : ports) {
       ports_.emplace_back();
       ports_.back().local = std::move(lp);
@@ -59,11 +57,9 @@ class Pass : public std::enable_shared_from_this<Pass> {
   }
 
   void start() {
-    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
-    // before every first query is out.
-    ++outstanding_;
-    for (std::size_t i = 0; i < ports_.size(); ++i) query_port_info(i);
-    settle();
+    launch([this] {
+      for (std::size_t i = 0; i < ports_.size(); ++i) query_port_info(i);
+    });
   }
 
  private:
@@ -72,27 +68,19 @@ class Pass : public std::enable_shared_from_this<Pass> {
            std::function<void(const mad::Response&)> on_fail) {
     const auto& lp = ports_[i].local;
     req.via = mad::PortAddress{lp.ca, lp.port};
-    ++outstanding_;
-    c_.mad_.client().submit(
-        std::move(req), [self = shared_from_this(), i, query, min_size, on_ok = std::move(on_ok),
-                         on_fail = std::move(on_fail)](mad::Response r) {
-          const auto& lp = self->ports_[i].local;
-          if (r.ok() && r.data_size() < min_size) {
-            r.status = mad::Status::mad_status;
-            r.error = "answer too short";
-          }
-          self->c_.note_result({lp.ca, lp.port, query}, r);
-          if (r.ok()) {
-            on_ok(r);
-          } else if (on_fail) {
-            on_fail(r);
-          }
-          self->settle();
-        });
-  }
-
-  void settle() {
-    if (--outstanding_ == 0) finish();
+    FanOut::ask(std::move(req), min_size,
+                [this, i, query, on_ok = std::move(on_ok),
+                 on_fail = std::move(on_fail)](const mad::Response& r) {
+                  const auto& lp = ports_[i].local;
+                  c_.errors_.note(r, {lp.ca, lp.port, query}, [&] {
+                    return fmt::format("device={} port={} query={}", lp.ca, lp.port, query);
+                  });
+                  if (r.ok()) {
+                    on_ok(r);
+                  } else if (on_fail) {
+                    on_fail(r);
+                  }
+                });
   }
 
   void query_port_info(std::size_t i) {
@@ -107,7 +95,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
           pp.lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
           pp.sm_lid = static_cast<std::uint16_t>(r.get(IB_PORT_SMLID_F));
           // A port without a LID, or that no SM has configured, has nobody to ask by LID.
-          if (!routable_lid(pp.lid) || !routable_lid(pp.sm_lid)) return;
+          if (!mad::routable_lid(pp.lid) || !mad::routable_lid(pp.sm_lid)) return;
           query_master(i);
           if (c_.subnet_) query_sa(i);
         },
@@ -163,7 +151,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
     auto& pp = ports_[i];
     for (auto& [lid, sm] : pp.subnet) {
       // The SM at the port's SM LID is already being asked.
-      if (lid == pp.sm_lid || !routable_lid(lid)) continue;
+      if (lid == pp.sm_lid || !mad::routable_lid(lid)) continue;
       std::uint16_t target = lid;
       ask(
           i, "sm_info_subnet", kSmInfoSize,
@@ -276,7 +264,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
     }
   }
 
-  void finish() {
+  void settled() override {
     MetricsBuilder out;
     std::vector<std::string> problems;
     for (auto& pp : ports_) {
@@ -287,7 +275,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
         "MAD queries of the collector that failed (timeout, error status, no port), by query: "
         "port_info, sm_info_master, sm_info_subnet, sm_info_record.";
     out.declare("ibfabric_sm_query_errors_total", errors_help, MetricType::Counter);
-    for (const auto& [key, n] : c_.errors_) {
+    for (const auto& [key, n] : c_.errors_.counts()) {
       const auto& [device, port, query] = key;
       out.counter("ibfabric_sm_query_errors_total", errors_help,
                   {{"device", device}, {"port", std::to_string(port)}, {"query", query}},
@@ -310,14 +298,14 @@ class Pass : public std::enable_shared_from_this<Pass> {
   SmCollector& c_;
   Collector::Done done_;
   std::vector<PortPass> ports_;
-  int outstanding_ = 0;
 };
 
 SmCollector::SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                          std::vector<std::string> devices, bool subnet)
     : mad_(std::move(engine_factory)),
       only_devices_(devices.begin(), devices.end()),
-      subnet_(subnet) {}
+      subnet_(subnet),
+      errors_("sm") {}
 
 void SmCollector::collect(Done done) {
   if (!mad_.engine()) {
@@ -327,21 +315,6 @@ void SmCollector::collect(Done done) {
   auto pass =
       std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
   pass->start();
-}
-
-void SmCollector::note_result(const ErrorKey& key, const mad::Response& r) {
-  const auto& [device, port, query] = key;
-  if (r.ok()) {
-    if (failing_.erase(key)) {
-      spdlog::info("sm: query works again device={} port={} query={}", device, port, query);
-    }
-    return;
-  }
-  errors_[key]++;
-  if (failing_.insert(key).second) {
-    spdlog::warn("sm: query failed device={} port={} query={} result={} error=\"{}\"", device, port,
-                 query, mad::to_string(r.status), r.error);
-  }
 }
 
 CollectorSpec spec() {

@@ -8,6 +8,7 @@
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
+#include "collectors/mad/fan_out.h"
 #include "collectors/sm/sm_decode.h"
 
 #include <cstdint>
@@ -33,10 +34,8 @@ class SmCollector final : public Collector {
   void collect(Done done) override;
 
   using PortKey = std::pair<std::string, int>;  // CA name, port number
-  // Problems per (device, port, query): counted since start, logged when a query starts
-  // failing and when it works again.
+  // Failed queries per (device, port, query).
   using ErrorKey = std::tuple<std::string, int, std::string>;
-  void note_result(const ErrorKey& key, const mad::Response& r);
 
   // What the collector remembers of one local port between polls.
   struct PortMemory {
@@ -52,8 +51,7 @@ class SmCollector final : public Collector {
   std::set<std::string> only_devices_;
   bool subnet_;
   std::map<PortKey, PortMemory> memory_;
-  std::map<ErrorKey, std::uint64_t> errors_;
-  std::set<ErrorKey> failing_;
+  mad::QueryErrors<ErrorKey> errors_;
 };
 
 }  // namespace ibfabric::sm
