@@ -10,6 +10,7 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
 
 std::string route_string(const std::vector<std::uint8_t>& route) {
@@ -98,7 +99,7 @@ class Discovery : public mad::FanOut {
           topology_->find(guid)->description = r.get_string(IB_NODE_DESC_F);
         });
     std::vector<int> ports;
-    if (type == kNodeTypeSwitch) {
+    if (type == IB_NODE_SWITCH) {
       ask("switch_port_info", subject, mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, 0),
           [this, guid](const mad::Response& r) {
             auto* node = topology_->find(guid);
@@ -220,7 +221,7 @@ class Sweep : public mad::FanOut {
       return;
     }
     ask(
-        i, "class_port_info", mad::Request::pma_get(lid, ports::kAttrClassPortInfo),
+        i, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i](const mad::Response& r) {
           auto caps = ports::decode_class_port_info(r.data());
           switches_[i].caps = caps;
@@ -249,7 +250,7 @@ class Sweep : public mad::FanOut {
             p);
       }
       if (ports::needs_port_counters(caps)) {
-        auto req = mad::Request::pma_get(lid, ports::kAttrPortCounters);
+        auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters", std::move(req),
@@ -259,7 +260,7 @@ class Sweep : public mad::FanOut {
             p);
       }
       if (caps.extended()) {
-        auto req = mad::Request::pma_get(lid, ports::kAttrPortCountersExtended);
+        auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
         req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters_extended", std::move(req),
@@ -400,11 +401,11 @@ class Sweep : public mad::FanOut {
       if (!any && !sw.ports.empty()) c_.rediscover_ = true;
     }
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "switch"}}, static_cast<double>(topology_->count(kNodeTypeSwitch)));
+              {{"node_type", "switch"}}, static_cast<double>(topology_->count(IB_NODE_SWITCH)));
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "CA"}}, static_cast<double>(topology_->count(kNodeTypeCa)));
+              {{"node_type", "CA"}}, static_cast<double>(topology_->count(IB_NODE_CA)));
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "router"}}, static_cast<double>(topology_->count(kNodeTypeRouter)));
+              {{"node_type", "router"}}, static_cast<double>(topology_->count(IB_NODE_ROUTER)));
     out.gauge("ibfabric_fabric_links", "Cables found by the last discovery, whole fabric.", {},
               static_cast<double>(topology_->cable_count()));
     out.gauge("ibfabric_fabric_switches_swept",
@@ -482,7 +483,7 @@ void FabricCollector::remember_links(const Topology& topology) {
   auto now = Clock::now();
   for (const auto& [end, link] : topology.links()) {
     const Node* node = topology.find(end.first);
-    if (!node || node->type != kNodeTypeSwitch) continue;
+    if (!node || node->type != IB_NODE_SWITCH) continue;
     const Node* remote = topology.find(link.remote_guid);
     links_seen_[end] = {link.remote_guid,
                         link.remote_port,
@@ -523,7 +524,7 @@ void FabricCollector::collect(Done done) {
                 "discovery failed: the local node did not answer NodeInfo");
           return;
         }
-        if (topology->count(kNodeTypeSwitch) == 0) {
+        if (topology->count(IB_NODE_SWITCH) == 0) {
           sweep(std::move(done), false, false,
                 "discovery found no switch (is the local port's link down?)");
           return;
@@ -537,7 +538,7 @@ void FabricCollector::collect(Done done) {
         rediscover_ = false;
         sweeps_since_discovery_ = 0;
         spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
-                      topology_->count(kNodeTypeSwitch), topology_->count(kNodeTypeCa),
+                      topology_->count(IB_NODE_SWITCH), topology_->count(IB_NODE_CA),
                       topology_->cable_count(), discovery_seconds_);
         sweep(std::move(done), true, true, "");
       });

@@ -1181,7 +1181,7 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, Arrival 
   unsigned response = mad_get_field(bytes.data(), 0, IB_MAD_RESPONSE_F);
   unsigned attr = mad_get_field(bytes.data(), 0, IB_MAD_ATTRID_F);
   if (!response || mgmt_class != req.mgmt_class || attr != req.attr_id ||
-      (method & ~0x80u) != req.method) {
+      (method & ~static_cast<unsigned>(IB_MAD_RESPONSE)) != req.method) {
     // Not an answer to what we asked: let the attempt time out and retry.
     cc.errors["bad_response"]++;
     bad_responses_++;

@@ -11,7 +11,7 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
-constexpr int kNodeTypeSwitch = 2;
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
 
 // What one side of one link gave in this pass.
@@ -127,11 +127,11 @@ class Pass : public mad::FanOut {
                 auto& peer = links_[i].peer;
                 peer.port_info = decode_port_info(p.data());
                 peer.pma_port = peer_port;
-                if (peer.node_type != kNodeTypeSwitch && mad::routable_lid(peer.port_info->lid)) {
+                if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
                   query_pma(i, Which::peer, peer.port_info->lid, peer_port);
                 }
               });
-          if (peer.node_type == kNodeTypeSwitch) {
+          if (peer.node_type == IB_NODE_SWITCH) {
             // Only a switch's port 0 holds its LID, which its PMA answers at.
             ask(i, Which::peer, "switch_port0_info",
                 mad::Request::smp_get(route, IB_ATTR_PORT_INFO, 0),
@@ -147,18 +147,18 @@ class Pass : public mad::FanOut {
   void query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
     side(i, w).pma_lid = lid;
     side(i, w).pma_port = port;
-    ask(i, w, "class_port_info", mad::Request::pma_get(lid, kAttrClassPortInfo),
+    ask(i, w, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i, w, lid, port](const mad::Response& r) {
           auto caps = decode_class_port_info(r.data());
           side(i, w).caps = caps;
           if (needs_port_counters(caps)) {
-            auto req = mad::Request::pma_get(lid, kAttrPortCounters);
+            auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
             req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters", std::move(req),
                 [this, i, w](const mad::Response& c) { side(i, w).basic = attribute_data(c); });
           }
           if (caps.extended()) {
-            auto req = mad::Request::pma_get(lid, kAttrPortCountersExtended);
+            auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
             req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters_extended", std::move(req),
                 [this, i, w](const mad::Response& c) { side(i, w).extended = attribute_data(c); });

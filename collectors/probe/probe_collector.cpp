@@ -323,7 +323,8 @@ class Prober : public std::enable_shared_from_this<Prober> {
       std::set<std::uint64_t> nodes;
       for (const auto& r : records_) {
         // One port per CA node (the first the SA lists), never this node's own.
-        if (r.node_type != 1 || own.count(r.port_guid) || !nodes.insert(r.node_guid).second) {
+        if (r.node_type != IB_NODE_CA || own.count(r.port_guid) ||
+            !nodes.insert(r.node_guid).second) {
           continue;
         }
         TargetConfig t;

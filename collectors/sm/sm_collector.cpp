@@ -9,8 +9,7 @@ namespace {
 
 using prometheus::MetricType;
 
-// SMInfo is 24 octets; an answer shorter than that is unusable.
-constexpr std::size_t kSmInfoSize = 24;
+// An answer shorter than its attribute (kSmInfoSize for SMInfo) is unusable.
 constexpr std::size_t kPortInfoSize = IB_SMP_DATA_SIZE;
 
 // What one SM of the subnet gave in this pass.
