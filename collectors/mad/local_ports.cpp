@@ -14,7 +14,18 @@ bool umad_ready = false;
 bool init_umad() {
   std::call_once(umad_init_once, [] {
     umad_ready = umad_init() >= 0;
-    if (!umad_ready) spdlog::warn("mad: umad_init failed, no MAD can be sent");
+    if (!umad_ready) {
+      spdlog::warn("mad: umad_init failed, no MAD can be sent");
+      return;
+    }
+    // The simulator's shim (libumad2sim) sets itself up on the first sysfs or umad device
+    // access, unlocked: two threads doing their first access at once (a port listing on its
+    // worker, the engine opening a port on the loop) both connect to ibsim, and the second
+    // dies ("can't bind ctl socket"). So make the first access here, where every user of
+    // libibumad passes first and call_once holds the others back. On a host it is one more
+    // listing of /sys/class/infiniband.
+    char names[UMAD_MAX_DEVICES][UMAD_CA_NAME_LEN];
+    umad_get_cas_names(names, UMAD_MAX_DEVICES);
   });
   return umad_ready;
 }

@@ -343,11 +343,18 @@ class Pass : public mad::FanOut {
   std::vector<Link> links_;
 };
 
-PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                               PortsConfig config, std::shared_ptr<const NodeNameMap> names)
+PortsCollector::PortsCollector(boost::asio::io_context& io,
+                               std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                               PortsConfig config, std::shared_ptr<const NodeNameMap> names,
+                               mad::PortListing::Lister lister,
+                               std::chrono::nanoseconds listing_deadline)
     : mad_(std::move(engine_factory)),
-      only_devices_(config.devices.begin(), config.devices.end()),
       config_(std::move(config)),
+      listing_(io,
+               lister
+                   ? std::move(lister)
+                   : mad::PortListing::infiniband({config_.devices.begin(), config_.devices.end()}),
+               listing_deadline),
       names_(std::move(names)),
       errors_("ports") {}
 
@@ -356,9 +363,15 @@ void PortsCollector::collect(Done done) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
   }
-  auto pass =
-      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
-  pass->start();
+  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
+  listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
+                                               std::string error) mutable {
+    if (!ports) {
+      done(CollectResult{{}, false, std::move(error)});
+      return;
+    }
+    std::make_shared<Pass>(*this, std::move(done), std::move(*ports))->start();
+  });
 }
 
 CollectorSpec spec() {
@@ -371,7 +384,7 @@ CollectorSpec spec() {
         c.error_details = section.get_bool("error_details", c.error_details);
         c.link_memory = section.get_duration("link_memory", c.link_memory);
         section.finish();
-        return std::make_unique<PortsCollector>(context.mad_engine, std::move(c),
+        return std::make_unique<PortsCollector>(context.io, context.mad_engine, std::move(c),
                                                 context.node_names);
       }};
 }

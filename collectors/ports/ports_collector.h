@@ -7,6 +7,7 @@
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
+#include "collectors/mad/port_listing.h"
 
 #include <chrono>
 #include <cstdint>
@@ -35,8 +36,12 @@ struct PortsConfig {
 
 class PortsCollector final : public Collector {
  public:
-  PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
-                 std::shared_ptr<const NodeNameMap> names);
+  // `lister` lists the local ports, off the loop (default: libibumad's, of config.devices), within
+  // `listing_deadline`.
+  PortsCollector(boost::asio::io_context& io,
+                 std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
+                 std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
+                 std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
 
   // Failed queries per (device, port, side, attribute).
@@ -55,8 +60,8 @@ class PortsCollector final : public Collector {
   };
 
   mad::ClientHandle mad_;
-  std::set<std::string> only_devices_;
   PortsConfig config_;
+  mad::PortListing listing_;
   std::shared_ptr<const NodeNameMap> names_;
   std::map<std::pair<std::string, int>, RememberedPeer> peers_seen_;  // (device, port)
   std::map<std::string, std::string> local_descriptions_;             // device -> NodeDescription

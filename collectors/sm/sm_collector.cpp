@@ -299,11 +299,16 @@ class Pass : public mad::FanOut {
   std::vector<PortPass> ports_;
 };
 
-SmCollector::SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                         std::vector<std::string> devices, bool subnet)
+SmCollector::SmCollector(boost::asio::io_context& io,
+                         std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                         std::vector<std::string> devices, bool subnet,
+                         mad::PortListing::Lister lister, std::chrono::nanoseconds listing_deadline)
     : mad_(std::move(engine_factory)),
-      only_devices_(devices.begin(), devices.end()),
       subnet_(subnet),
+      listing_(io,
+               lister ? std::move(lister)
+                      : mad::PortListing::infiniband({devices.begin(), devices.end()}),
+               listing_deadline),
       errors_("sm") {}
 
 void SmCollector::collect(Done done) {
@@ -311,9 +316,15 @@ void SmCollector::collect(Done done) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
   }
-  auto pass =
-      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
-  pass->start();
+  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
+  listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
+                                               std::string error) mutable {
+    if (!ports) {
+      done(CollectResult{{}, false, std::move(error)});
+      return;
+    }
+    std::make_shared<Pass>(*this, std::move(done), std::move(*ports))->start();
+  });
 }
 
 CollectorSpec spec() {
@@ -323,7 +334,8 @@ CollectorSpec spec() {
         auto devices = section.get_string_list("devices");
         bool subnet = section.get_bool("subnet", true);
         section.finish();
-        return std::make_unique<SmCollector>(context.mad_engine, std::move(devices), subnet);
+        return std::make_unique<SmCollector>(context.io, context.mad_engine, std::move(devices),
+                                             subnet);
       }};
 }
 

@@ -9,6 +9,7 @@
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
+#include "collectors/mad/port_listing.h"
 #include "collectors/sm/sm_decode.h"
 
 #include <cstdint>
@@ -29,8 +30,12 @@ CollectorSpec spec();
 
 class SmCollector final : public Collector {
  public:
-  SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-              std::vector<std::string> devices, bool subnet);
+  // `lister` lists the local ports, off the loop (default: libibumad's, of `devices`), within
+  // `listing_deadline`.
+  SmCollector(boost::asio::io_context& io,
+              std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+              std::vector<std::string> devices, bool subnet, mad::PortListing::Lister lister = {},
+              std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
 
   using PortKey = std::pair<std::string, int>;  // CA name, port number
@@ -48,8 +53,8 @@ class SmCollector final : public Collector {
  private:
   friend class Pass;
   mad::ClientHandle mad_;
-  std::set<std::string> only_devices_;
   bool subnet_;
+  mad::PortListing listing_;
   std::map<PortKey, PortMemory> memory_;
   mad::QueryErrors<ErrorKey> errors_;
 };

@@ -1,59 +1,14 @@
 #include "collectors/mad/fan_out.h"
 
 #include "collector_test_support.h"
+#include "fake_mad_engine.h"
 
 #include <gtest/gtest.h>
-
-#include <deque>
 
 namespace ibfabric::mad {
 namespace {
 
-// An engine whose client keeps what is submitted until the test answers it.
-struct Submitted {
-  Request request;
-  Callback callback;
-};
-
-class FakeClient final : public Client {
- public:
-  explicit FakeClient(std::deque<Submitted>& queue) : queue_(queue) {}
-  void submit(Request request, Callback callback) override {
-    queue_.push_back({std::move(request), std::move(callback)});
-  }
-
- private:
-  std::deque<Submitted>& queue_;
-};
-
-class FakeEngine final : public Engine {
- public:
-  FakeEngine() : Engine(EngineConfig{}) {}
-  void submit(Request request, Callback callback) override {
-    queue.push_back({std::move(request), std::move(callback)});
-  }
-  std::unique_ptr<Service> serve(PortAddress, std::uint8_t, std::uint32_t, double,
-                                 RequestHandler) override {
-    return nullptr;
-  }
-  std::unique_ptr<Client> client() override { return std::make_unique<FakeClient>(queue); }
-  std::optional<PortAddress> default_port() override { return std::nullopt; }
-  void fill_metrics(MetricsBuilder&) const override {}
-
-  // Answers the oldest request with a full MAD of its class whose attribute data is `fill`.
-  void answer(Status status = Status::ok, std::uint8_t fill = 0) {
-    auto s = std::move(queue.front());
-    queue.pop_front();
-    Response r;
-    r.status = status;
-    if (status == Status::ok) {
-      r.mad.assign(IB_MAD_SIZE, fill);
-      r.mad[1] = s.request.mgmt_class;
-    }
-    s.callback(std::move(r));
-  }
-  std::deque<Submitted> queue;
-};
+using test::FakeEngine;
 
 // A pass that asks two queries, a third from the first one's answer, and records its end.
 class TestPass final : public FanOut {
