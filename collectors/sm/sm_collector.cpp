@@ -29,7 +29,8 @@ struct PortPass {
   bool sa_asked = false;
   bool sa_answered = false;
   std::map<std::uint16_t, SubnetSm> subnet;
-  std::vector<std::string> problems;  // make the pass a failure
+  std::map<std::uint16_t, std::string> names;  // node name of the SM at each LID, this pass
+  std::vector<std::string> problems;           // make the pass a failure
 };
 
 std::string port_prefix(const mad::LocalPort& lp) {
@@ -109,7 +110,10 @@ class Pass : public mad::FanOut {
     ask(
         i, "sm_info_master", kSmInfoSize,
         mad::Request::smp_get(mad::Destination::to_lid(pp.sm_lid), IB_ATTR_SMINFO),
-        [this, i](const mad::Response& r) { ports_[i].master = decode_sm_info(r.data()); },
+        [this, i](const mad::Response& r) {
+          ports_[i].master = decode_sm_info(r.data());
+          query_name(i, ports_[i].sm_lid);
+        },
         [this, i](const mad::Response& r) {
           auto& pp = ports_[i];
           pp.problems.push_back("the SM the port points at (lid " + std::to_string(pp.sm_lid) +
@@ -157,9 +161,40 @@ class Pass : public mad::FanOut {
           mad::Request::smp_get(mad::Destination::to_lid(target), IB_ATTR_SMINFO),
           [this, i, target](const mad::Response& r) {
             ports_[i].subnet[target].answer = decode_sm_info(r.data());
+            query_name(i, target);
           },
           nullptr);
     }
+  }
+
+  // The node name of the SM at `lid` (node-name-map, else NodeDescription, else node GUID):
+  // NodeInfo for the node GUID, then NodeDescription. A failure costs only the name.
+  void query_name(std::size_t i, std::uint16_t lid) {
+    auto dest = mad::Destination::to_lid(lid);
+    ask(
+        i, "node_info", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_INFO),
+        [this, i, lid, dest](const mad::Response& r) {
+          auto guid = r.get64(IB_NODE_GUID_F);
+          ports_[i].names[lid] = c_.names_->name(guid, "");
+          ask(
+              i, "node_description", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_DESC),
+              [this, i, lid, guid](const mad::Response& d) {
+                ports_[i].names[lid] = c_.names_->name(guid, d.get_string(IB_NODE_DESC_F));
+              },
+              nullptr);
+        },
+        nullptr);
+  }
+
+  // The SM's name as read in this pass, else as last seen, else what its port GUID gives.
+  std::string sm_name(PortPass& pp, SmCollector::PortMemory& memory, std::uint16_t lid,
+                      std::uint64_t port_guid) {
+    if (auto it = pp.names.find(lid); it != pp.names.end()) {
+      memory.names[port_guid] = it->second;
+      return it->second;
+    }
+    if (auto it = memory.names.find(port_guid); it != memory.names.end()) return it->second;
+    return c_.names_->name(port_guid, "");
   }
 
   void emit_port(MetricsBuilder& out, PortPass& pp) {
@@ -182,8 +217,10 @@ class Pass : public mad::FanOut {
       info.emplace_back("guid", hex_guid(m.guid));
       info.emplace_back("lid", std::to_string(pp.sm_lid));
       info.emplace_back("state", state_name(m.state));
+      info.emplace_back("node_name", sm_name(pp, memory, pp.sm_lid, m.guid));
       out.info("ibfabric_sm_master_info",
-               "The SM the local port points at: its port GUID, LID and state name (SMInfo).",
+               "The SM the local port points at: its port GUID, LID and state name (SMInfo), and "
+               "its node's name (node-name-map, else NodeDescription, else GUID).",
                info);
       out.gauge("ibfabric_sm_master_state",
                 "SMInfo.SMState of the SM the port points at: 0 not_active, 1 discovering, 2 "
@@ -234,9 +271,11 @@ class Pass : public mad::FanOut {
       if (now->state >= 0 && now->state < 4) by_state[now->state]++;
       Labels info = sl;
       info.emplace_back("state", state_name(now->state));
+      info.emplace_back("node_name", sm_name(pp, memory, lid, now->guid));
       out.info("ibfabric_sm_subnet_sm_info",
                "Every SM of the subnet (SA SMInfoRecord table, then SMInfo from each SM): its "
-               "port GUID, LID and state name.",
+               "port GUID, LID and state name, and its node's name (node-name-map, else "
+               "NodeDescription, else GUID).",
                info);
       out.gauge("ibfabric_sm_subnet_sm_state",
                 "SMInfo.SMState of each SM of the subnet: 0 not_active, 1 discovering, 2 standby, "
@@ -272,7 +311,7 @@ class Pass : public mad::FanOut {
     }
     const char* errors_help =
         "MAD queries of the collector that failed (timeout, error status, no port), by query: "
-        "port_info, sm_info_master, sm_info_subnet, sm_info_record.";
+        "port_info, sm_info_master, sm_info_subnet, sm_info_record, node_info, node_description.";
     out.declare("ibfabric_sm_query_errors_total", errors_help, MetricType::Counter);
     for (const auto& [key, n] : c_.errors_.counts()) {
       const auto& [device, port, query] = key;
@@ -302,9 +341,11 @@ class Pass : public mad::FanOut {
 SmCollector::SmCollector(boost::asio::io_context& io,
                          std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                          std::vector<std::string> devices, bool subnet,
-                         mad::PortListing::Lister lister, std::chrono::nanoseconds listing_deadline)
+                         std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister,
+                         std::chrono::nanoseconds listing_deadline)
     : mad_(std::move(engine_factory)),
       subnet_(subnet),
+      names_(std::move(names)),
       listing_(io,
                lister ? std::move(lister)
                       : mad::PortListing::infiniband({devices.begin(), devices.end()}),
@@ -335,7 +376,7 @@ CollectorSpec spec() {
         bool subnet = section.get_bool("subnet", true);
         section.finish();
         return std::make_unique<SmCollector>(context.io, context.mad_engine, std::move(devices),
-                                             subnet);
+                                             subnet, context.node_names);
       }};
 }
 

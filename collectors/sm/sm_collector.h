@@ -34,7 +34,8 @@ class SmCollector final : public Collector {
   // `listing_deadline`.
   SmCollector(boost::asio::io_context& io,
               std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-              std::vector<std::string> devices, bool subnet, mad::PortListing::Lister lister = {},
+              std::vector<std::string> devices, bool subnet,
+              std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
               std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
 
@@ -48,12 +49,16 @@ class SmCollector final : public Collector {
     // Every SM of the subnet seen last, by LID: asked again when the SA does not answer (as
     // when the master that hosts it is dead), until the SA gives a new table.
     std::map<std::uint16_t, SmInfo> known_sms;
+    // The node name of each SM seen (by its port GUID), so that one that stops answering keeps
+    // its name.
+    std::map<std::uint64_t, std::string> names;
   };
 
  private:
   friend class Pass;
   mad::ClientHandle mad_;
   bool subnet_;
+  std::shared_ptr<const NodeNameMap> names_;
   mad::PortListing listing_;
   std::map<PortKey, PortMemory> memory_;
   mad::QueryErrors<ErrorKey> errors_;

@@ -170,7 +170,8 @@ TEST(PortListing, PortsCollectorRunFailsWhileTheListingHangs) {
 TEST(PortListing, SmCollectorRunFailsWhileTheListingHangs) {
   collector_fails_while_listing_hangs([](boost::asio::io_context& io, auto factory, Gate& gate) {
     return std::make_unique<sm::SmCollector>(io, factory, std::vector<std::string>{}, true,
-                                             gate.lister(), 50ms);
+                                             std::make_shared<const NodeNameMap>(), gate.lister(),
+                                             50ms);
   });
 }
 
