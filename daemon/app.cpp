@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <csignal>
 #include <iostream>
 
@@ -203,7 +204,8 @@ std::size_t App::runs_in_flight() const {
   for (const auto& [name, slot] : run_slots_) {
     if (slot->busy.load(std::memory_order_acquire)) ++busy;
   }
-  return busy;
+  // Also the threads of loop collectors' local-port listings (collectors/mad/port_listing.h).
+  return std::max(busy, OffLoop::running());
 }
 
 int App::serve() {

@@ -27,7 +27,8 @@ class App {
 
   // Exit codes: 0 ok, 1 a collector failed (--once) or runtime error, 2 bad flags or config.
   int run();
-  // Collectors whose last run has not returned (a thread stuck in a read). The caller should
+  // Worker threads that have not returned (a collector run or a port listing stuck in a read:
+  // at least the collectors whose last run has not returned). The caller should
   // then end the process without destructors (std::_Exit): such a thread still uses the
   // collector it holds and cannot be joined or cancelled.
   std::size_t runs_in_flight() const;

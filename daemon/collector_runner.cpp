@@ -33,17 +33,13 @@ CollectorRunner::CollectorRunner(boost::asio::io_context& io, std::string name,
       // Only a blocking collector's runs hold a thread: only they need a slot kept across
       // reloads. A loop collector's run in flight at a reload is simply dropped, as before.
       slot_(slot && blocking_ ? std::move(slot) : std::make_shared<RunSlot>()),
-      mailbox_(std::make_shared<Mailbox>()) {
+      worker_(io, slot_) {
   run_timeout_ = run_timeout.count() > 0 ? run_timeout
                  : blocking_             ? interval
                                          : std::chrono::nanoseconds::zero();
-  mailbox_->io = &io_;
 }
 
-CollectorRunner::~CollectorRunner() {
-  std::lock_guard lock(mailbox_->mutex);
-  mailbox_->io = nullptr;
-}
+CollectorRunner::~CollectorRunner() = default;
 
 void CollectorRunner::start() {
   if (!stopped_) schedule(Clock::now());
@@ -54,10 +50,7 @@ void CollectorRunner::stop() {
   timer_.cancel();
   deadline_.cancel();
   done_ = nullptr;
-  {
-    std::lock_guard lock(mailbox_->mutex);
-    mailbox_->io = nullptr;
-  }
+  worker_.close();
   store_.remove(name_);
 }
 
@@ -135,31 +128,21 @@ void CollectorRunner::run(std::function<void(bool)> done) {
 }
 
 void CollectorRunner::start_blocking(BlockingCollector& blocking, std::uint64_t id) {
-  auto work = [collector = collector_, &blocking, slot = slot_, mailbox = mailbox_,
-               weak = weak_from_this(), id]() mutable {
-    CollectResult result;
-    try {
-      result = blocking.collect_blocking();
-    } catch (const std::exception& e) {
-      result = CollectResult{{}, false, e.what()};
-    }
-    // The collector is done with: let the next run (or, after a reload, its destruction) have
-    // it before the slot frees.
-    collector.reset();
-    slot->busy.store(false, std::memory_order_release);
-    std::lock_guard lock(mailbox->mutex);
-    if (!mailbox->io) return;  // the runner stopped: nobody wants this result
-    boost::asio::post(*mailbox->io, [weak = std::move(weak), id, result = std::move(result)] {
-      if (auto self = weak.lock()) self->on_result(id, std::move(result));
-    });
-  };
-  try {
-    // Detached: a read that never returns must not hold up the loop, a reload or the exit.
-    std::thread(std::move(work)).detach();
-  } catch (const std::system_error& e) {
-    slot_->busy.store(false, std::memory_order_relaxed);
-    on_result(id, CollectResult{{}, false, std::string("cannot start a thread: ") + e.what()});
-  }
+  // The worker holds the collector (a reload may drop the runner's reference meanwhile); it is
+  // released, on the worker, before the slot frees.
+  auto error = worker_.start(
+      [collector = collector_, &blocking, weak = weak_from_this(), id]() -> OffLoop::Then {
+        CollectResult result;
+        try {
+          result = blocking.collect_blocking();
+        } catch (const std::exception& e) {
+          result = CollectResult{{}, false, e.what()};
+        }
+        return [weak, id, result = std::move(result)]() mutable {
+          if (auto self = weak.lock()) self->on_result(id, std::move(result));
+        };
+      });
+  if (!error.empty()) on_result(id, CollectResult{{}, false, std::move(error)});
 }
 
 void CollectorRunner::on_result(std::uint64_t id, CollectResult result) {

@@ -11,26 +11,22 @@
 // is discarded: the next run reads the source afresh.
 
 #include "collectors/collector.h"
+#include "collectors/off_loop.h"
 #include "daemon/snapshot_store.h"
 
 #include <boost/asio/steady_timer.hpp>
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 
 namespace ibfabric {
 
-// Whether a collector has a run that has not returned yet. Shared by every runner a blocking
-// collector's name has had (a reload replaces runners), so that a thread still stuck in a read
-// keeps a new runner from starting a second one. Set on the loop, cleared by whoever finishes the
-// run (the worker thread, or the loop for a non-blocking collector).
-struct RunSlot {
-  std::atomic<bool> busy{false};
-};
+// A collector's RunSlot (collectors/off_loop.h) says whether it has a run that has not returned
+// yet. A blocking collector's is shared by every runner its name has had (a reload replaces
+// runners), so that a thread still stuck in a read keeps a new runner from starting a second
+// one.
 
 class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
  public:
@@ -55,14 +51,6 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   const std::string& name() const { return name_; }
 
  private:
-  // What a worker thread posts its result through; closed by stop() so that nothing is posted
-  // to an io_context that is going away. The lock is held only while posting, never while a
-  // worker reads its source.
-  struct Mailbox {
-    std::mutex mutex;
-    boost::asio::io_context* io = nullptr;
-  };
-
   void run(std::function<void(bool)> done);
   void start_blocking(BlockingCollector& collector, std::uint64_t id);
   void on_result(std::uint64_t id, CollectResult result);
@@ -84,7 +72,9 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   BlockingCollector* blocking_ = nullptr;  // collector_ when it is one
   SnapshotStore& store_;
   std::shared_ptr<RunSlot> slot_;
-  std::shared_ptr<Mailbox> mailbox_;
+  // Runs a blocking collector's runs on threads of their own; closed by stop() so that nothing
+  // is posted to an io_context that is going away.
+  OffLoop worker_;
   bool stopped_ = false;
 
   // The run this runner started that has not returned (0: none), and whether its deadline

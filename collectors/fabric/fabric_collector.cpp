@@ -10,9 +10,8 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
-
-bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 
 std::string route_string(const std::vector<std::uint8_t>& route) {
   std::string s = "0";
@@ -37,15 +36,6 @@ const std::vector<std::pair<std::string, std::string>>& counter_names() {
   return names;
 }
 
-// An answer shorter than its attribute is a failure like any other.
-void check_length(mad::Response& r, std::uint8_t mgmt_class) {
-  std::size_t need = mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
-  if (r.ok() && r.data_size() < need) {
-    r.status = mad::Status::mad_status;
-    r.error = "answer too short";
-  }
-}
-
 }  // namespace
 
 // One directed-route breadth-first search. Every node found is asked for its NodeDescription
@@ -53,37 +43,31 @@ void check_length(mad::Response& r, std::uint8_t mgmt_class) {
 // port; through every port whose physical state is LinkUp and whose far end is not known yet
 // goes a NodeInfo one hop further. A GUID seen before ends that branch but still records the
 // link (both ends). All of it is in flight at once; the engine paces it.
-class Discovery : public std::enable_shared_from_this<Discovery> {
+class Discovery : public mad::FanOut {
  public:
   using Finished = std::function<void(std::shared_ptr<Topology>)>;
   Discovery(FabricCollector& c, int local_port, Finished finished)
-      : c_(c), local_port_(local_port), finished_(std::move(finished)) {}
+      : FanOut(c.mad_), c_(c), local_port_(local_port), finished_(std::move(finished)) {}
 
   void start() {
-    ++outstanding_;
-    node_info({}, 0, 0);
-    settle();
+    launch([this] { node_info({}, 0, 0); });
   }
 
  private:
   void ask(const char* attribute, const std::string& subject, mad::Request req,
            std::function<void(const mad::Response&)> on_ok) {
-    ++outstanding_;
-    auto cls = req.mgmt_class;
-    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), attribute, subject, cls,
-                                             on_ok = std::move(on_ok)](mad::Response r) {
-      check_length(r, cls);
-      self->c_.note_result("discovery", attribute, subject, r);
-      if (r.ok()) on_ok(r);
-      self->settle();
-    });
+    auto min_size = mad::attribute_size(req.mgmt_class);
+    FanOut::ask(std::move(req), min_size,
+                [this, attribute, subject, on_ok = std::move(on_ok)](const mad::Response& r) {
+                  c_.note_result(
+                      "discovery", attribute, [&] { return subject; }, r);
+                  if (r.ok()) on_ok(r);
+                });
   }
 
-  void settle() {
-    if (--outstanding_ == 0) {
-      auto finished = std::move(finished_);
-      finished(topology_);
-    }
+  void settled() override {
+    auto finished = std::move(finished_);
+    finished(topology_);
   }
 
   // NodeInfo of whatever is at `route`, reached out of port `parent_port` of `parent_guid`
@@ -115,7 +99,7 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
           topology_->find(guid)->description = r.get_string(IB_NODE_DESC_F);
         });
     std::vector<int> ports;
-    if (type == kNodeTypeSwitch) {
+    if (type == IB_NODE_SWITCH) {
       ask("switch_port_info", subject, mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, 0),
           [this, guid](const mad::Response& r) {
             auto* node = topology_->find(guid);
@@ -153,13 +137,12 @@ class Discovery : public std::enable_shared_from_this<Discovery> {
   int local_port_;
   Finished finished_;
   std::shared_ptr<Topology> topology_ = std::make_shared<Topology>();
-  int outstanding_ = 0;
 };
 
 // One sweep of the shard's switches: ClassPortInfo once per switch (cached until the next
 // discovery), then PortInfo, PortCounters and/or PortCountersExtended of every port, all by
 // LID and all in flight at once.
-class Sweep : public std::enable_shared_from_this<Sweep> {
+class Sweep : public mad::FanOut {
  public:
   struct PortResult {
     std::optional<ports::PortInfo> port_info;
@@ -176,7 +159,8 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
 
   Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, bool fresh,
         Collector::Done done, bool discovery_ok, std::string discovery_error)
-      : c_(c),
+      : FanOut(c.mad_),
+        c_(c),
         topology_(std::move(topology)),
         fresh_(fresh),
         done_(std::move(done)),
@@ -185,14 +169,14 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
 
   void start() {
     started_ = Clock::now();
-    ++outstanding_;
     for (const Node* node : topology_->switches()) {
       if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
       switches_.push_back(SwitchResult{node, std::nullopt, {}});
       switches_.back().ports.resize(static_cast<std::size_t>(std::max(0, node->num_ports)));
     }
-    for (std::size_t i = 0; i < switches_.size(); ++i) query_switch(i);
-    settle();
+    launch([this] {
+      for (std::size_t i = 0; i < switches_.size(); ++i) query_switch(i);
+    });
   }
 
  private:
@@ -200,39 +184,34 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
   // optional attribute costs only its own series).
   void ask(std::size_t i, const char* attribute, mad::Request req,
            std::function<void(const mad::Response&)> on_ok, int port) {
-    ++outstanding_;
-    ++mads_;
-    auto cls = req.mgmt_class;
-    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), i, attribute, cls, port,
-                                             on_ok = std::move(on_ok)](mad::Response r) {
-      check_length(r, cls);
-      auto& sw = self->switches_[i];
-      self->c_.note_result("sweep", attribute, hex_guid(sw.node->guid), r);
-      if (r.ok()) {
-        on_ok(r);
-      } else if (port > 0) {
-        sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
-      } else if (port == 0) {
-        // A switch-wide query (ClassPortInfo): without it no port's counters are asked for.
-        for (auto& p : sw.ports) p.failed = true;
-      }
-      self->settle();
-    });
-  }
-
-  void settle() {
-    if (--outstanding_ == 0) finish();
+    auto min_size = mad::attribute_size(req.mgmt_class);
+    FanOut::ask(std::move(req), min_size,
+                [this, i, attribute, port, on_ok = std::move(on_ok)](const mad::Response& r) {
+                  auto& sw = switches_[i];
+                  c_.note_result(
+                      "sweep", attribute, [&] { return hex_guid(sw.node->guid); }, r);
+                  if (r.ok()) {
+                    on_ok(r);
+                  } else if (port > 0) {
+                    sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
+                  } else if (port == 0) {
+                    // A switch-wide query (ClassPortInfo): without it no port's counters are
+                    // asked for.
+                    for (auto& p : sw.ports) p.failed = true;
+                  }
+                });
   }
 
   void query_switch(std::size_t i) {
     auto& sw = switches_[i];
     auto lid = sw.node->lid;
-    if (!routable_lid(lid)) {
+    if (!mad::routable_lid(lid)) {
       // The SM has not given the switch a LID (yet): nothing can be asked by LID.
       mad::Response r;
       r.status = mad::Status::refused;
       r.error = "switch has no routable LID";
-      c_.note_result("sweep", "lid", hex_guid(sw.node->guid), r);
+      c_.note_result(
+          "sweep", "lid", [&] { return hex_guid(sw.node->guid); }, r);
       for (auto& p : sw.ports) p.failed = true;
       return;
     }
@@ -242,7 +221,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       return;
     }
     ask(
-        i, "class_port_info", mad::Request::pma_get(lid, ports::kAttrClassPortInfo),
+        i, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i](const mad::Response& r) {
           auto caps = ports::decode_class_port_info(r.data());
           switches_[i].caps = caps;
@@ -271,7 +250,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
             p);
       }
       if (ports::needs_port_counters(caps)) {
-        auto req = mad::Request::pma_get(lid, ports::kAttrPortCounters);
+        auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters", std::move(req),
@@ -281,7 +260,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
             p);
       }
       if (caps.extended()) {
-        auto req = mad::Request::pma_get(lid, ports::kAttrPortCountersExtended);
+        auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
         req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters_extended", std::move(req),
@@ -403,7 +382,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     }
   }
 
-  void finish() {
+  void settled() override {
     double sweep_seconds = seconds_since(started_);
     MetricsBuilder out;
     const auto& cfg = c_.config_;
@@ -422,11 +401,11 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
       if (!any && !sw.ports.empty()) c_.rediscover_ = true;
     }
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "switch"}}, static_cast<double>(topology_->count(kNodeTypeSwitch)));
+              {{"node_type", "switch"}}, static_cast<double>(topology_->count(IB_NODE_SWITCH)));
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "CA"}}, static_cast<double>(topology_->count(kNodeTypeCa)));
+              {{"node_type", "CA"}}, static_cast<double>(topology_->count(IB_NODE_CA)));
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
-              {{"node_type", "router"}}, static_cast<double>(topology_->count(kNodeTypeRouter)));
+              {{"node_type", "router"}}, static_cast<double>(topology_->count(IB_NODE_ROUTER)));
     out.gauge("ibfabric_fabric_links", "Cables found by the last discovery, whole fabric.", {},
               static_cast<double>(topology_->cable_count()));
     out.gauge("ibfabric_fabric_switches_swept",
@@ -441,7 +420,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
               {}, ports_failed);
     out.gauge("ibfabric_fabric_sweep_mads",
               "MAD requests the last sweep made (retries not counted), discovery excluded.", {},
-              mads_);
+              asked());
     out.gauge("ibfabric_fabric_sweep_duration_seconds",
               "Wall time of the last sweep of the shard's switch ports, discovery excluded.", {},
               sweep_seconds);
@@ -454,10 +433,11 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     out.declare("ibfabric_fabric_query_errors_total",
                 "MAD queries of the fabric collector that failed, by phase and attribute.",
                 MetricType::Counter);
-    for (const auto& [key, n] : c_.errors_) {
+    for (const auto& [key, n] : c_.errors_.counts()) {
       out.counter("ibfabric_fabric_query_errors_total",
                   "MAD queries of the fabric collector that failed, by phase and attribute.",
-                  {{"phase", key.first}, {"attribute", key.second}}, static_cast<double>(n));
+                  {{"phase", std::string(key.first)}, {"attribute", std::string(key.second)}},
+                  static_cast<double>(n));
     }
     CollectResult result;
     if (!discovery_ok_) {
@@ -470,7 +450,7 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
     result.metrics = std::move(out).take();
     spdlog::debug(
         "fabric: sweep done ports={} failed={} mads={} seconds={:.3f} build_seconds={:.3f}",
-        ports_ok, ports_failed, mads_, sweep_seconds, seconds_since(started_) - sweep_seconds);
+        ports_ok, ports_failed, asked(), sweep_seconds, seconds_since(started_) - sweep_seconds);
     ++c_.sweeps_since_discovery_;
     auto done = std::move(done_);
     done(std::move(result));
@@ -484,13 +464,14 @@ class Sweep : public std::enable_shared_from_this<Sweep> {
   std::string discovery_error_;
   std::vector<SwitchResult> switches_;
   Clock::time_point started_;
-  int outstanding_ = 0;
-  int mads_ = 0;
 };
 
 FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                  FabricConfig config, std::shared_ptr<const NodeNameMap> names)
-    : mad_(std::move(engine_factory)), config_(std::move(config)), names_(std::move(names)) {}
+    : mad_(std::move(engine_factory)),
+      config_(std::move(config)),
+      names_(std::move(names)),
+      errors_("fabric") {}
 
 bool FabricCollector::exported(std::string_view metric) const {
   if (config_.counters.empty()) return true;
@@ -502,7 +483,7 @@ void FabricCollector::remember_links(const Topology& topology) {
   auto now = Clock::now();
   for (const auto& [end, link] : topology.links()) {
     const Node* node = topology.find(end.first);
-    if (!node || node->type != kNodeTypeSwitch) continue;
+    if (!node || node->type != IB_NODE_SWITCH) continue;
     const Node* remote = topology.find(link.remote_guid);
     links_seen_[end] = {link.remote_guid,
                         link.remote_port,
@@ -543,7 +524,7 @@ void FabricCollector::collect(Done done) {
                 "discovery failed: the local node did not answer NodeInfo");
           return;
         }
-        if (topology->count(kNodeTypeSwitch) == 0) {
+        if (topology->count(IB_NODE_SWITCH) == 0) {
           sweep(std::move(done), false, false,
                 "discovery found no switch (is the local port's link down?)");
           return;
@@ -557,7 +538,7 @@ void FabricCollector::collect(Done done) {
         rediscover_ = false;
         sweeps_since_discovery_ = 0;
         spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
-                      topology_->count(kNodeTypeSwitch), topology_->count(kNodeTypeCa),
+                      topology_->count(IB_NODE_SWITCH), topology_->count(IB_NODE_CA),
                       topology_->cable_count(), discovery_seconds_);
         sweep(std::move(done), true, true, "");
       });
@@ -572,20 +553,11 @@ void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::strin
 }
 
 void FabricCollector::note_result(const char* phase, const char* attribute,
-                                  const std::string& subject, const mad::Response& r) {
-  std::string key = std::string(phase) + "/" + attribute + "/" + subject;
-  if (r.ok()) {
-    if (failing_.erase(key)) {
-      spdlog::info("fabric: query works again phase={} attribute={} subject=\"{}\"", phase,
-                   attribute, subject);
-    }
-    return;
-  }
-  errors_[{phase, attribute}]++;
-  if (failing_.insert(key).second) {
-    spdlog::warn("fabric: query failed phase={} attribute={} subject=\"{}\" result={} error=\"{}\"",
-                 phase, attribute, subject, mad::to_string(r.status), r.error);
-  }
+                                  const std::function<std::string()>& subject,
+                                  const mad::Response& r) {
+  errors_.note(r, {phase, attribute}, [&] {
+    return fmt::format("phase={} attribute={} subject=\"{}\"", phase, attribute, subject());
+  });
 }
 
 namespace {

@@ -8,6 +8,7 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
 #include "collectors/mad/engine.h"
+#include "collectors/mad/fan_out.h"
 #include "collectors/ports/port_decode.h"
 
 #include <chrono>
@@ -51,8 +52,8 @@ class FabricCollector final : public Collector {
 
   // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
   // or a route) and attribute when it starts failing, and again when it works.
-  void note_result(const char* phase, const char* attribute, const std::string& subject,
-                   const mad::Response& r);
+  void note_result(const char* phase, const char* attribute,
+                   const std::function<std::string()>& subject, const mad::Response& r);
 
  private:
   friend class Discovery;
@@ -88,8 +89,8 @@ class FabricCollector final : public Collector {
   std::uint64_t discoveries_ = 0;
   double discovery_seconds_ = 0;
   double discovery_timestamp_ = 0;
-  std::map<std::pair<std::string, std::string>, std::uint64_t> errors_;  // (phase, attribute)
-  std::set<std::string> failing_;
+  // (phase, attribute): string literals, and the names of ports::detail_attributes().
+  mad::QueryErrors<std::pair<std::string_view, std::string_view>> errors_;
 };
 
 }  // namespace ibfabric::fabric

@@ -24,7 +24,7 @@ bool Topology::add_node(std::uint64_t guid, int type, int num_ports,
   it->second.type = type;
   it->second.num_ports = num_ports;
   it->second.route = std::move(route);
-  if (type == kNodeTypeSwitch) it->second.port_info.resize(static_cast<std::size_t>(num_ports));
+  if (type == IB_NODE_SWITCH) it->second.port_info.resize(static_cast<std::size_t>(num_ports));
   return true;
 }
 
@@ -57,7 +57,7 @@ std::size_t Topology::cable_count() const {
 std::vector<const Node*> Topology::switches() const {
   std::vector<const Node*> out;
   for (const auto& [guid, node] : nodes_) {
-    if (node.type == kNodeTypeSwitch) out.push_back(&node);
+    if (node.type == IB_NODE_SWITCH) out.push_back(&node);
   }
   return out;
 }

@@ -4,6 +4,8 @@
 
 #include "collectors/ports/port_decode.h"
 
+#include <infiniband/mad.h>
+
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -12,9 +14,6 @@
 
 namespace ibfabric::fabric {
 
-constexpr int kNodeTypeCa = 1;
-constexpr int kNodeTypeSwitch = 2;
-constexpr int kNodeTypeRouter = 3;
 constexpr int kMaxHops = 63;  // a directed route holds at most 64 port numbers, the first is 0
 
 // FNV-1a (collectors/stable_hash.h) over the GUID's 8 octets in network (big-endian) order,
@@ -26,7 +25,7 @@ bool in_shard(std::uint64_t guid, int shard, int shards);
 
 struct Node {
   std::uint64_t guid = 0;
-  int type = 0;  // 1 CA, 2 switch, 3 router
+  int type = 0;  // IB_NODE_CA, IB_NODE_SWITCH or IB_NODE_ROUTER
   int num_ports = 0;
   std::string description;
   std::vector<std::uint8_t> route;  // directed route the node was first reached by

@@ -55,11 +55,11 @@ using K = CounterDef::Kind;
 
 const char* node_type_name(int type) {
   switch (type) {
-    case 1:
+    case IB_NODE_CA:
       return "CA";
-    case 2:
+    case IB_NODE_SWITCH:
       return "switch";
-    case 3:
+    case IB_NODE_ROUTER:
       return "router";
     default:
       return "unknown";

@@ -18,10 +18,9 @@
 
 namespace ibfabric::ports {
 
-// PMA attribute ids (not all of them are named in <infiniband/mad.h>'s enums).
-constexpr std::uint16_t kAttrClassPortInfo = 0x0001;
-constexpr std::uint16_t kAttrPortCounters = 0x0012;
-constexpr std::uint16_t kAttrPortCountersExtended = 0x001d;
+// Attribute ids, node types and management classes are libibmad's names (<infiniband/mad.h>:
+// CLASS_PORT_INFO, IB_GSI_PORT_COUNTERS, IB_NODE_SWITCH, ...). libibmad names none of the bits
+// below (opensm's iba/ib_types.h does, but is not a library header), so they are ours.
 
 // ClassPortInfo.CapabilityMask / CapabilityMask2 bits of the PerfMgt class (IBA vol 1, 16.1.2).
 constexpr std::uint16_t kPmAllPortSelect = 1u << 8;

@@ -1,8 +1,9 @@
 #include "collectors/ports/ports_collector.h"
 
+#include "collectors/mad/fan_out.h"
 #include "collectors/ports/port_decode.h"
 
-#include <spdlog/spdlog.h>
+#include <spdlog/fmt/fmt.h>
 
 namespace ibfabric::ports {
 namespace {
@@ -10,13 +11,8 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
-// SMP attributes fit in 64 octets; PMA data areas are 192 (the extended error counters of
-// PortCountersExtended lie past the first 64).
-constexpr std::size_t kMinData = IB_SMP_DATA_SIZE;
-constexpr int kNodeTypeSwitch = 2;
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
-
-bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 
 // What one side of one link gave in this pass.
 struct Side {
@@ -52,19 +48,17 @@ std::vector<std::uint8_t> attribute_data(const mad::Response& r) {
 }  // namespace
 
 // One collection: every query in flight at once, metrics built when the last one is back.
-class Pass : public std::enable_shared_from_this<Pass> {
+class Pass : public mad::FanOut {
  public:
   Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
-      : c_(collector), done_(std::move(done)) {
+      : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
     for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}, {}});
   }
 
   void start() {
-    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
-    // before every first query is out.
-    ++outstanding_;
-    for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
-    settle();
+    launch([this] {
+      for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
+    });
   }
 
  private:
@@ -78,24 +72,16 @@ class Pass : public std::enable_shared_from_this<Pass> {
            std::function<void(const mad::Response&)> on_ok) {
     const auto& lp = links_[i].local_port;
     req.via = mad::PortAddress{lp.ca, lp.port};
-    ++outstanding_;
-    auto req_class = req.mgmt_class;
-    c_.mad_.client().submit(std::move(req), [self = shared_from_this(), i, w, attribute, req_class,
-                                             on_ok = std::move(on_ok)](mad::Response r) {
-      const auto& lp = self->links_[i].local_port;
-      std::size_t need = req_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : kMinData;
-      if (r.ok() && r.data_size() < need) {
-        r.status = mad::Status::mad_status;
-        r.error = "answer too short";
-      }
-      self->c_.note_result({lp.ca, lp.port, side_label(w), attribute}, r);
-      if (r.ok()) on_ok(r);
-      self->settle();
-    });
-  }
-
-  void settle() {
-    if (--outstanding_ == 0) finish();
+    auto min_size = mad::attribute_size(req.mgmt_class);
+    FanOut::ask(std::move(req), min_size,
+                [this, i, w, attribute, on_ok = std::move(on_ok)](const mad::Response& r) {
+                  const auto& lp = links_[i].local_port;
+                  c_.errors_.note(r, {lp.ca, lp.port, side_label(w), attribute}, [&] {
+                    return fmt::format("device={} port={} side={} attribute={}", lp.ca, lp.port,
+                                       side_label(w), attribute);
+                  });
+                  if (r.ok()) on_ok(r);
+                });
   }
 
   void query_local(std::size_t i) {
@@ -107,7 +93,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
           auto& link = links_[i];
           link.local_answered = true;
           link.local.port_info = decode_port_info(r.data());
-          if (routable_lid(link.local.port_info->lid)) {
+          if (mad::routable_lid(link.local.port_info->lid)) {
             query_pma(i, Which::local, link.local.port_info->lid, port);
           }
           if (c_.config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
@@ -141,18 +127,18 @@ class Pass : public std::enable_shared_from_this<Pass> {
                 auto& peer = links_[i].peer;
                 peer.port_info = decode_port_info(p.data());
                 peer.pma_port = peer_port;
-                if (peer.node_type != kNodeTypeSwitch && routable_lid(peer.port_info->lid)) {
+                if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
                   query_pma(i, Which::peer, peer.port_info->lid, peer_port);
                 }
               });
-          if (peer.node_type == kNodeTypeSwitch) {
+          if (peer.node_type == IB_NODE_SWITCH) {
             // Only a switch's port 0 holds its LID, which its PMA answers at.
             ask(i, Which::peer, "switch_port0_info",
                 mad::Request::smp_get(route, IB_ATTR_PORT_INFO, 0),
                 [this, i, peer_port](const mad::Response& p) {
                   links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
                   auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
-                  if (routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
+                  if (mad::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
                 });
           }
         });
@@ -161,18 +147,18 @@ class Pass : public std::enable_shared_from_this<Pass> {
   void query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
     side(i, w).pma_lid = lid;
     side(i, w).pma_port = port;
-    ask(i, w, "class_port_info", mad::Request::pma_get(lid, kAttrClassPortInfo),
+    ask(i, w, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i, w, lid, port](const mad::Response& r) {
           auto caps = decode_class_port_info(r.data());
           side(i, w).caps = caps;
           if (needs_port_counters(caps)) {
-            auto req = mad::Request::pma_get(lid, kAttrPortCounters);
+            auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
             req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters", std::move(req),
                 [this, i, w](const mad::Response& c) { side(i, w).basic = attribute_data(c); });
           }
           if (caps.extended()) {
-            auto req = mad::Request::pma_get(lid, kAttrPortCountersExtended);
+            auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
             req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters_extended", std::move(req),
                 [this, i, w](const mad::Response& c) { side(i, w).extended = attribute_data(c); });
@@ -315,7 +301,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
               {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
 
-  void finish() {
+  void settled() override {
     MetricsBuilder out;
     auto now = Clock::now();
     out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
@@ -330,7 +316,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
     out.declare("ibfabric_ports_query_errors_total",
                 "MAD queries of the collector that failed (timeout, error status, no port)",
                 MetricType::Counter);
-    for (const auto& [key, n] : c_.errors_) {
+    for (const auto& [key, n] : c_.errors_.counts()) {
       const auto& [device, port, side, attribute] = key;
       out.counter("ibfabric_ports_query_errors_total",
                   "MAD queries of the collector that failed (timeout, error status, no port)",
@@ -355,41 +341,37 @@ class Pass : public std::enable_shared_from_this<Pass> {
   PortsCollector& c_;
   Collector::Done done_;
   std::vector<Link> links_;
-  int outstanding_ = 0;
 };
 
-PortsCollector::PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                               PortsConfig config, std::shared_ptr<const NodeNameMap> names)
+PortsCollector::PortsCollector(boost::asio::io_context& io,
+                               std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                               PortsConfig config, std::shared_ptr<const NodeNameMap> names,
+                               mad::PortListing::Lister lister,
+                               std::chrono::nanoseconds listing_deadline)
     : mad_(std::move(engine_factory)),
-      only_devices_(config.devices.begin(), config.devices.end()),
       config_(std::move(config)),
-      names_(std::move(names)) {}
+      listing_(io,
+               lister
+                   ? std::move(lister)
+                   : mad::PortListing::infiniband({config_.devices.begin(), config_.devices.end()}),
+               listing_deadline),
+      names_(std::move(names)),
+      errors_("ports") {}
 
 void PortsCollector::collect(Done done) {
   if (!mad_.engine()) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
   }
-  auto pass =
-      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
-  pass->start();
-}
-
-void PortsCollector::note_result(const ErrorKey& key, const mad::Response& r) {
-  const auto& [device, port, side, attribute] = key;
-  if (r.ok()) {
-    if (failing_.erase(key)) {
-      spdlog::info("ports: query works again device={} port={} side={} attribute={}", device, port,
-                   side, attribute);
+  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
+  listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
+                                               std::string error) mutable {
+    if (!ports) {
+      done(CollectResult{{}, false, std::move(error)});
+      return;
     }
-    return;
-  }
-  errors_[key]++;
-  if (failing_.insert(key).second) {
-    spdlog::warn(
-        "ports: query failed device={} port={} side={} attribute={} result={} error=\"{}\"", device,
-        port, side, attribute, mad::to_string(r.status), r.error);
-  }
+    std::make_shared<Pass>(*this, std::move(done), std::move(*ports))->start();
+  });
 }
 
 CollectorSpec spec() {
@@ -402,7 +384,7 @@ CollectorSpec spec() {
         c.error_details = section.get_bool("error_details", c.error_details);
         c.link_memory = section.get_duration("link_memory", c.link_memory);
         section.finish();
-        return std::make_unique<PortsCollector>(context.mad_engine, std::move(c),
+        return std::make_unique<PortsCollector>(context.io, context.mad_engine, std::move(c),
                                                 context.node_names);
       }};
 }

@@ -6,6 +6,8 @@
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
+#include "collectors/mad/fan_out.h"
+#include "collectors/mad/port_listing.h"
 
 #include <chrono>
 #include <cstdint>
@@ -34,14 +36,16 @@ struct PortsConfig {
 
 class PortsCollector final : public Collector {
  public:
-  PortsCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
-                 std::shared_ptr<const NodeNameMap> names);
+  // `lister` lists the local ports, off the loop (default: libibumad's, of config.devices), within
+  // `listing_deadline`.
+  PortsCollector(boost::asio::io_context& io,
+                 std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
+                 std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
+                 std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
 
-  // Problems per (device, port, side, attribute): counted since start, logged when a query
-  // starts failing and when it works again.
+  // Failed queries per (device, port, side, attribute).
   using ErrorKey = std::tuple<std::string, int, std::string, std::string>;
-  void note_result(const ErrorKey& key, const mad::Response& r);
 
  private:
   friend class Pass;
@@ -56,13 +60,12 @@ class PortsCollector final : public Collector {
   };
 
   mad::ClientHandle mad_;
-  std::set<std::string> only_devices_;
   PortsConfig config_;
+  mad::PortListing listing_;
   std::shared_ptr<const NodeNameMap> names_;
   std::map<std::pair<std::string, int>, RememberedPeer> peers_seen_;  // (device, port)
   std::map<std::string, std::string> local_descriptions_;             // device -> NodeDescription
-  std::map<ErrorKey, std::uint64_t> errors_;
-  std::set<ErrorKey> failing_;
+  mad::QueryErrors<ErrorKey> errors_;
 };
 
 }  // namespace ibfabric::ports

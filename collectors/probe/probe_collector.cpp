@@ -1,6 +1,7 @@
 #include "collectors/probe/probe_collector.h"
 
 #include "collectors/mad/engine.h"
+#include "collectors/mad/port_listing.h"
 #include "collectors/probe/mad_ping.h"
 #include "collectors/stable_hash.h"
 #include "config/config.h"
@@ -136,15 +137,31 @@ class Prober : public std::enable_shared_from_this<Prober> {
     arm_sweep();
   }
 
+  // Whether this collector uses MAD at all (and so needs the local ports listed).
+  bool uses_mad() const {
+    return config_.mad_responder || config_.discover ||
+           std::any_of(config_.targets.begin(), config_.targets.end(),
+                       [](const TargetConfig& t) { return t.mad(); });
+  }
+
   // MAD work of one collection: the responder's registration and the SA lookup of targets.
-  void refresh_mad() {
+  // `ports`: the local InfiniBand ports as just listed (off the loop), nullopt when that failed
+  // (`error`); then nothing is done over MAD in this collection.
+  void refresh_mad(const std::optional<std::vector<mad::LocalPort>>& ports,
+                   const std::string& error) {
     mad_errors_.clear();
     bool has_mad_targets =
         config_.discover || std::any_of(config_.targets.begin(), config_.targets.end(),
                                         [](const TargetConfig& t) { return t.mad(); });
     if (!config_.mad_responder && !has_mad_targets) return;
+    if (!ports) {
+      mad_errors_.push_back(error);
+      return;
+    }
+    own_port_guids_.clear();
+    for (const auto& port : *ports) own_port_guids_.insert(port.port_guid);
     // A node without InfiniBand (UDP probes only) has nothing to serve or probe over MAD.
-    if (mad::list_infiniband_ports({}).empty()) {
+    if (ports->empty()) {
       if (has_mad_targets) mad_errors_.push_back("no InfiniBand port for MAD probes");
       return;
     }
@@ -318,12 +335,14 @@ class Prober : public std::enable_shared_from_this<Prober> {
       }
     }
     if (config_.discover) {
-      std::set<std::uint64_t> own;
-      for (const auto& port : mad::list_infiniband_ports({})) own.insert(port.port_guid);
+      // This node's own ports, as the latest listing saw them (records_ come from an SA lookup,
+      // which only a collection that listed the ports starts).
+      const auto& own = own_port_guids_;
       std::set<std::uint64_t> nodes;
       for (const auto& r : records_) {
         // One port per CA node (the first the SA lists), never this node's own.
-        if (r.node_type != 1 || own.count(r.port_guid) || !nodes.insert(r.node_guid).second) {
+        if (r.node_type != IB_NODE_CA || own.count(r.port_guid) ||
+            !nodes.insert(r.node_guid).second) {
           continue;
         }
         TargetConfig t;
@@ -639,7 +658,8 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::string sa_error_;
   std::unique_ptr<mad::Service> service_;
   std::weak_ptr<mad::Engine> service_engine_;
-  std::vector<NodeRecord> records_;  // the SA's, latest lookup
+  std::vector<NodeRecord> records_;         // the SA's, latest lookup
+  std::set<std::uint64_t> own_port_guids_;  // of the local InfiniBand ports, latest listing
   bool needs_sa_ = false;
   bool resolving_ = false;
   bool resolved_once_ = false;
@@ -656,12 +676,27 @@ class ProbeCollector final : public Collector {
  public:
   ProbeCollector(asio::io_context& io, ProbeConfig config,
                  std::function<std::shared_ptr<mad::Engine>()> mad_engine)
-      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine))) {}
+      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine))),
+        listing_(io, mad::PortListing::infiniband({})) {}
   ~ProbeCollector() override { prober_->stop(); }
 
   void collect(Done done) override {
     prober_->start();
-    prober_->refresh_mad();
+    if (!prober_->uses_mad()) {
+      finish(std::move(done));
+      return;
+    }
+    // Listed off the loop: libibumad's sysfs reads can block on the HCA. A failed listing
+    // fails the collection but not the UDP probes, whose series are still published.
+    listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
+                                                 std::string error) mutable {
+      prober_->refresh_mad(ports, error);
+      finish(std::move(done));
+    });
+  }
+
+ private:
+  void finish(Done done) {
     MetricsBuilder out;
     CollectResult result;
     prober_->fill(out, result);
@@ -669,8 +704,8 @@ class ProbeCollector final : public Collector {
     done(std::move(result));
   }
 
- private:
   std::shared_ptr<Prober> prober_;
+  mad::PortListing listing_;
 };
 
 }  // namespace

@@ -1,6 +1,6 @@
 #include "collectors/sm/sm_collector.h"
 
-#include <spdlog/spdlog.h>
+#include <spdlog/fmt/fmt.h>
 
 #include <optional>
 
@@ -9,11 +9,8 @@ namespace {
 
 using prometheus::MetricType;
 
-// SMInfo is 24 octets; an answer shorter than that is unusable.
-constexpr std::size_t kSmInfoSize = 24;
+// An answer shorter than its attribute (kSmInfoSize for SMInfo) is unusable.
 constexpr std::size_t kPortInfoSize = IB_SMP_DATA_SIZE;
-
-bool routable_lid(std::uint16_t lid) { return lid >= 1 && lid < 0xc000; }
 
 // What one SM of the subnet gave in this pass.
 struct SubnetSm {
@@ -32,7 +29,8 @@ struct PortPass {
   bool sa_asked = false;
   bool sa_answered = false;
   std::map<std::uint16_t, SubnetSm> subnet;
-  std::vector<std::string> problems;  // make the pass a failure
+  std::map<std::uint16_t, std::string> names;  // node name of the SM at each LID, this pass
+  std::vector<std::string> problems;           // make the pass a failure
 };
 
 std::string port_prefix(const mad::LocalPort& lp) {
@@ -48,10 +46,10 @@ std::string describe(const mad::Response& r) {
 }  // namespace
 
 // One collection: every port's queries in flight at once, metrics built when the last is back.
-class Pass : public std::enable_shared_from_this<Pass> {
+class Pass : public mad::FanOut {
  public:
   Pass(SmCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
-      : c_(collector), done_(std::move(done)) {
+      : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
     for (auto& lp : ports) {
       ports_.emplace_back();
       ports_.back().local = std::move(lp);
@@ -59,11 +57,9 @@ class Pass : public std::enable_shared_from_this<Pass> {
   }
 
   void start() {
-    // Held until start() returns so that answers arriving meanwhile cannot finish the pass
-    // before every first query is out.
-    ++outstanding_;
-    for (std::size_t i = 0; i < ports_.size(); ++i) query_port_info(i);
-    settle();
+    launch([this] {
+      for (std::size_t i = 0; i < ports_.size(); ++i) query_port_info(i);
+    });
   }
 
  private:
@@ -72,27 +68,19 @@ class Pass : public std::enable_shared_from_this<Pass> {
            std::function<void(const mad::Response&)> on_fail) {
     const auto& lp = ports_[i].local;
     req.via = mad::PortAddress{lp.ca, lp.port};
-    ++outstanding_;
-    c_.mad_.client().submit(
-        std::move(req), [self = shared_from_this(), i, query, min_size, on_ok = std::move(on_ok),
-                         on_fail = std::move(on_fail)](mad::Response r) {
-          const auto& lp = self->ports_[i].local;
-          if (r.ok() && r.data_size() < min_size) {
-            r.status = mad::Status::mad_status;
-            r.error = "answer too short";
-          }
-          self->c_.note_result({lp.ca, lp.port, query}, r);
-          if (r.ok()) {
-            on_ok(r);
-          } else if (on_fail) {
-            on_fail(r);
-          }
-          self->settle();
-        });
-  }
-
-  void settle() {
-    if (--outstanding_ == 0) finish();
+    FanOut::ask(std::move(req), min_size,
+                [this, i, query, on_ok = std::move(on_ok),
+                 on_fail = std::move(on_fail)](const mad::Response& r) {
+                  const auto& lp = ports_[i].local;
+                  c_.errors_.note(r, {lp.ca, lp.port, query}, [&] {
+                    return fmt::format("device={} port={} query={}", lp.ca, lp.port, query);
+                  });
+                  if (r.ok()) {
+                    on_ok(r);
+                  } else if (on_fail) {
+                    on_fail(r);
+                  }
+                });
   }
 
   void query_port_info(std::size_t i) {
@@ -107,7 +95,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
           pp.lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
           pp.sm_lid = static_cast<std::uint16_t>(r.get(IB_PORT_SMLID_F));
           // A port without a LID, or that no SM has configured, has nobody to ask by LID.
-          if (!routable_lid(pp.lid) || !routable_lid(pp.sm_lid)) return;
+          if (!mad::routable_lid(pp.lid) || !mad::routable_lid(pp.sm_lid)) return;
           query_master(i);
           if (c_.subnet_) query_sa(i);
         },
@@ -122,7 +110,10 @@ class Pass : public std::enable_shared_from_this<Pass> {
     ask(
         i, "sm_info_master", kSmInfoSize,
         mad::Request::smp_get(mad::Destination::to_lid(pp.sm_lid), IB_ATTR_SMINFO),
-        [this, i](const mad::Response& r) { ports_[i].master = decode_sm_info(r.data()); },
+        [this, i](const mad::Response& r) {
+          ports_[i].master = decode_sm_info(r.data());
+          query_name(i, ports_[i].sm_lid);
+        },
         [this, i](const mad::Response& r) {
           auto& pp = ports_[i];
           pp.problems.push_back("the SM the port points at (lid " + std::to_string(pp.sm_lid) +
@@ -163,16 +154,47 @@ class Pass : public std::enable_shared_from_this<Pass> {
     auto& pp = ports_[i];
     for (auto& [lid, sm] : pp.subnet) {
       // The SM at the port's SM LID is already being asked.
-      if (lid == pp.sm_lid || !routable_lid(lid)) continue;
+      if (lid == pp.sm_lid || !mad::routable_lid(lid)) continue;
       std::uint16_t target = lid;
       ask(
           i, "sm_info_subnet", kSmInfoSize,
           mad::Request::smp_get(mad::Destination::to_lid(target), IB_ATTR_SMINFO),
           [this, i, target](const mad::Response& r) {
             ports_[i].subnet[target].answer = decode_sm_info(r.data());
+            query_name(i, target);
           },
           nullptr);
     }
+  }
+
+  // The node name of the SM at `lid` (node-name-map, else NodeDescription, else node GUID):
+  // NodeInfo for the node GUID, then NodeDescription. A failure costs only the name.
+  void query_name(std::size_t i, std::uint16_t lid) {
+    auto dest = mad::Destination::to_lid(lid);
+    ask(
+        i, "node_info", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_INFO),
+        [this, i, lid, dest](const mad::Response& r) {
+          auto guid = r.get64(IB_NODE_GUID_F);
+          ports_[i].names[lid] = c_.names_->name(guid, "");
+          ask(
+              i, "node_description", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_DESC),
+              [this, i, lid, guid](const mad::Response& d) {
+                ports_[i].names[lid] = c_.names_->name(guid, d.get_string(IB_NODE_DESC_F));
+              },
+              nullptr);
+        },
+        nullptr);
+  }
+
+  // The SM's name as read in this pass, else as last seen, else what its port GUID gives.
+  std::string sm_name(PortPass& pp, SmCollector::PortMemory& memory, std::uint16_t lid,
+                      std::uint64_t port_guid) {
+    if (auto it = pp.names.find(lid); it != pp.names.end()) {
+      memory.names[port_guid] = it->second;
+      return it->second;
+    }
+    if (auto it = memory.names.find(port_guid); it != memory.names.end()) return it->second;
+    return c_.names_->name(port_guid, "");
   }
 
   void emit_port(MetricsBuilder& out, PortPass& pp) {
@@ -195,8 +217,10 @@ class Pass : public std::enable_shared_from_this<Pass> {
       info.emplace_back("guid", hex_guid(m.guid));
       info.emplace_back("lid", std::to_string(pp.sm_lid));
       info.emplace_back("state", state_name(m.state));
+      info.emplace_back("node_name", sm_name(pp, memory, pp.sm_lid, m.guid));
       out.info("ibfabric_sm_master_info",
-               "The SM the local port points at: its port GUID, LID and state name (SMInfo).",
+               "The SM the local port points at: its port GUID, LID and state name (SMInfo), and "
+               "its node's name (node-name-map, else NodeDescription, else GUID).",
                info);
       out.gauge("ibfabric_sm_master_state",
                 "SMInfo.SMState of the SM the port points at: 0 not_active, 1 discovering, 2 "
@@ -247,9 +271,11 @@ class Pass : public std::enable_shared_from_this<Pass> {
       if (now->state >= 0 && now->state < 4) by_state[now->state]++;
       Labels info = sl;
       info.emplace_back("state", state_name(now->state));
+      info.emplace_back("node_name", sm_name(pp, memory, lid, now->guid));
       out.info("ibfabric_sm_subnet_sm_info",
                "Every SM of the subnet (SA SMInfoRecord table, then SMInfo from each SM): its "
-               "port GUID, LID and state name.",
+               "port GUID, LID and state name, and its node's name (node-name-map, else "
+               "NodeDescription, else GUID).",
                info);
       out.gauge("ibfabric_sm_subnet_sm_state",
                 "SMInfo.SMState of each SM of the subnet: 0 not_active, 1 discovering, 2 standby, "
@@ -276,7 +302,7 @@ class Pass : public std::enable_shared_from_this<Pass> {
     }
   }
 
-  void finish() {
+  void settled() override {
     MetricsBuilder out;
     std::vector<std::string> problems;
     for (auto& pp : ports_) {
@@ -285,9 +311,9 @@ class Pass : public std::enable_shared_from_this<Pass> {
     }
     const char* errors_help =
         "MAD queries of the collector that failed (timeout, error status, no port), by query: "
-        "port_info, sm_info_master, sm_info_subnet, sm_info_record.";
+        "port_info, sm_info_master, sm_info_subnet, sm_info_record, node_info, node_description.";
     out.declare("ibfabric_sm_query_errors_total", errors_help, MetricType::Counter);
-    for (const auto& [key, n] : c_.errors_) {
+    for (const auto& [key, n] : c_.errors_.counts()) {
       const auto& [device, port, query] = key;
       out.counter("ibfabric_sm_query_errors_total", errors_help,
                   {{"device", device}, {"port", std::to_string(port)}, {"query", query}},
@@ -310,38 +336,36 @@ class Pass : public std::enable_shared_from_this<Pass> {
   SmCollector& c_;
   Collector::Done done_;
   std::vector<PortPass> ports_;
-  int outstanding_ = 0;
 };
 
-SmCollector::SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                         std::vector<std::string> devices, bool subnet)
+SmCollector::SmCollector(boost::asio::io_context& io,
+                         std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                         std::vector<std::string> devices, bool subnet,
+                         std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister,
+                         std::chrono::nanoseconds listing_deadline)
     : mad_(std::move(engine_factory)),
-      only_devices_(devices.begin(), devices.end()),
-      subnet_(subnet) {}
+      subnet_(subnet),
+      names_(std::move(names)),
+      listing_(io,
+               lister ? std::move(lister)
+                      : mad::PortListing::infiniband({devices.begin(), devices.end()}),
+               listing_deadline),
+      errors_("sm") {}
 
 void SmCollector::collect(Done done) {
   if (!mad_.engine()) {
     done(CollectResult{{}, false, "no MAD engine"});
     return;
   }
-  auto pass =
-      std::make_shared<Pass>(*this, std::move(done), mad::list_infiniband_ports(only_devices_));
-  pass->start();
-}
-
-void SmCollector::note_result(const ErrorKey& key, const mad::Response& r) {
-  const auto& [device, port, query] = key;
-  if (r.ok()) {
-    if (failing_.erase(key)) {
-      spdlog::info("sm: query works again device={} port={} query={}", device, port, query);
+  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
+  listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
+                                               std::string error) mutable {
+    if (!ports) {
+      done(CollectResult{{}, false, std::move(error)});
+      return;
     }
-    return;
-  }
-  errors_[key]++;
-  if (failing_.insert(key).second) {
-    spdlog::warn("sm: query failed device={} port={} query={} result={} error=\"{}\"", device, port,
-                 query, mad::to_string(r.status), r.error);
-  }
+    std::make_shared<Pass>(*this, std::move(done), std::move(*ports))->start();
+  });
 }
 
 CollectorSpec spec() {
@@ -351,7 +375,8 @@ CollectorSpec spec() {
         auto devices = section.get_string_list("devices");
         bool subnet = section.get_bool("subnet", true);
         section.finish();
-        return std::make_unique<SmCollector>(context.mad_engine, std::move(devices), subnet);
+        return std::make_unique<SmCollector>(context.io, context.mad_engine, std::move(devices),
+                                             subnet, context.node_names);
       }};
 }
 

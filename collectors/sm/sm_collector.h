@@ -8,6 +8,8 @@
 
 #include "collectors/collector.h"
 #include "collectors/mad/engine.h"
+#include "collectors/mad/fan_out.h"
+#include "collectors/mad/port_listing.h"
 #include "collectors/sm/sm_decode.h"
 
 #include <cstdint>
@@ -28,15 +30,18 @@ CollectorSpec spec();
 
 class SmCollector final : public Collector {
  public:
-  SmCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-              std::vector<std::string> devices, bool subnet);
+  // `lister` lists the local ports, off the loop (default: libibumad's, of `devices`), within
+  // `listing_deadline`.
+  SmCollector(boost::asio::io_context& io,
+              std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+              std::vector<std::string> devices, bool subnet,
+              std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
+              std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
 
   using PortKey = std::pair<std::string, int>;  // CA name, port number
-  // Problems per (device, port, query): counted since start, logged when a query starts
-  // failing and when it works again.
+  // Failed queries per (device, port, query).
   using ErrorKey = std::tuple<std::string, int, std::string>;
-  void note_result(const ErrorKey& key, const mad::Response& r);
 
   // What the collector remembers of one local port between polls.
   struct PortMemory {
@@ -44,16 +49,19 @@ class SmCollector final : public Collector {
     // Every SM of the subnet seen last, by LID: asked again when the SA does not answer (as
     // when the master that hosts it is dead), until the SA gives a new table.
     std::map<std::uint16_t, SmInfo> known_sms;
+    // The node name of each SM seen (by its port GUID), so that one that stops answering keeps
+    // its name.
+    std::map<std::uint64_t, std::string> names;
   };
 
  private:
   friend class Pass;
   mad::ClientHandle mad_;
-  std::set<std::string> only_devices_;
   bool subnet_;
+  std::shared_ptr<const NodeNameMap> names_;
+  mad::PortListing listing_;
   std::map<PortKey, PortMemory> memory_;
-  std::map<ErrorKey, std::uint64_t> errors_;
-  std::set<ErrorKey> failing_;
+  mad::QueryErrors<ErrorKey> errors_;
 };
 
 }  // namespace ibfabric::sm

@@ -36,7 +36,6 @@ namespace {
 // SMInfo attribute. libibmad's field table has no SMInfoRecord fields, so the record's LID is
 // read here as the big-endian word it is.
 constexpr std::size_t kRecordSmInfoOffset = 4;
-constexpr std::size_t kSmInfoSize = 24;
 
 std::uint16_t record_lid(const std::uint8_t* record) {
   return static_cast<std::uint16_t>((record[0] << 8) | record[1]);

@@ -31,7 +31,10 @@ struct SmInfo {
   bool operator==(const SmInfo&) const = default;
 };
 
-// `data`: the SMInfo attribute (at least 24 octets).
+// Octets of the SMInfo attribute (libibmad has no name for it).
+constexpr std::size_t kSmInfoSize = 24;
+
+// `data`: the SMInfo attribute (at least kSmInfoSize octets).
 SmInfo decode_sm_info(const std::uint8_t* data);
 
 struct SmInfoRecord {

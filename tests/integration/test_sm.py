@@ -1,8 +1,10 @@
 """The `sm` collector against a simulated fabric (ibsim + two opensm under the umad shim, see
 ../shared/SIMULATOR.md): the master and the subnet's SM list equal what `sminfo` reports, a
 stopped master shows as a growing stalled-activity gauge that resets when it resumes, and
-killing the master shows as a failover to the standby and a master change. Without any
-InfiniBand port the collector succeeds with nothing."""
+killing the master shows as a failover to the standby and a master change. Each SM is named
+by the node-name-map (the standby is in the test's map), else by its NodeDescription as
+`smpquery nodedesc` reads it (the master). Without any InfiniBand port the collector succeeds
+with nothing."""
 
 import os
 import re
@@ -102,8 +104,16 @@ class SmTest(unittest.TestCase):
                                                            host=HOST, check=False).stdout,
                                                 f.diagnostics()))
                 time.sleep(0.2)
+            # The standby's node is named by a node-name-map; the master's is not (its
+            # NodeDescription names it).
+            standby_node = parse_dotted(f.run_tool(["smpquery", "nodeinfo", str(cls.standby_lid)],
+                                                   host=HOST).stdout)["Guid"]
+            names = os.path.join(f.workdir, "node-name-map")
+            with open(names, "w") as out:
+                out.write('%s "standby-sm-node"\n' % standby_node)
             cls.config = os.path.join(f.workdir, "ibfabricd.yaml")
             with open(cls.config, "w") as out:
+                out.write("node_name_map: %s\n" % names)
                 out.write("collectors:\n"
                           "  sysfs: {enabled: false}\n"
                           "  ports: {enabled: false}\n"
@@ -152,8 +162,10 @@ class SmTest(unittest.TestCase):
         port_sm_lid = int(parse_dotted(f.run_tool(["smpquery", "-D", "portinfo", "0", "1"],
                                                   host=HOST).stdout)["SMLid"])
         self.assertEqual(value(samples, "ibfabric_sm_port_sm_lid", **LOCAL), port_sm_lid)
+        master_name = parse_dotted(f.run_tool(["smpquery", "nodedesc", str(lid)],
+                                              host=HOST).stdout)["Node Description"]
         self.assertEqual(master_info(samples), dict(LOCAL, guid=hex_guid(guid), lid=str(lid),
-                                                    state="master"))
+                                                    state="master", node_name=master_name))
         self.assertEqual(value(samples, "ibfabric_sm_master_up", **LOCAL), 1)
         self.assertEqual(value(samples, "ibfabric_sm_master_state", **LOCAL), state)
         self.assertEqual(value(samples, "ibfabric_sm_master_priority", **LOCAL), priority)
@@ -166,11 +178,11 @@ class SmTest(unittest.TestCase):
         # The subnet list: one master, one standby, each as sminfo reports it.
         self.assertEqual(value(samples, "ibfabric_sm_sa_up", **LOCAL), 1)
         listed = find_samples(samples, "ibfabric_sm_subnet_sm_info", **LOCAL)
-        self.assertEqual(sorted((s.labels["lid"], s.labels["guid"], s.labels["state"])
-                                for s in listed),
-                         sorted([(str(lid), hex_guid(guid), "master"),
+        self.assertEqual(sorted((s.labels["lid"], s.labels["guid"], s.labels["state"],
+                                 s.labels["node_name"]) for s in listed),
+                         sorted([(str(lid), hex_guid(guid), "master", master_name),
                                  (str(self.standby_lid), hex_guid(standby_before[1]),
-                                  "standby")]))
+                                  "standby", "standby-sm-node")]))
         self.assertEqual(value(samples, "ibfabric_sm_subnet_sms", state="master", **LOCAL), 1)
         self.assertEqual(value(samples, "ibfabric_sm_subnet_sms", state="standby", **LOCAL), 1)
         sl = dict(LOCAL, guid=hex_guid(standby_before[1]), lid=str(self.standby_lid))

@@ -42,20 +42,20 @@ TEST(FabricShardHash, SequentialGuidsSpreadOverShards) {
 
 TEST(FabricTopology, SecondRouteToKnownNodeAddsNoNode) {
   Topology t;
-  EXPECT_TRUE(t.add_node(0x10, kNodeTypeSwitch, 36, {1}));
-  EXPECT_FALSE(t.add_node(0x10, kNodeTypeCa, 1, {1, 2, 3}));
+  EXPECT_TRUE(t.add_node(0x10, IB_NODE_SWITCH, 36, {1}));
+  EXPECT_FALSE(t.add_node(0x10, IB_NODE_CA, 1, {1, 2, 3}));
   ASSERT_NE(t.find(0x10), nullptr);
-  EXPECT_EQ(t.find(0x10)->type, kNodeTypeSwitch);
+  EXPECT_EQ(t.find(0x10)->type, IB_NODE_SWITCH);
   EXPECT_EQ(t.find(0x10)->route, (std::vector<std::uint8_t>{1}));
   EXPECT_EQ(t.find(0x99), nullptr);
 }
 
 TEST(FabricTopology, CountsEachCableOnce) {
   Topology t;
-  t.add_node(0x1, kNodeTypeCa, 1, {});
-  t.add_node(0xa, kNodeTypeSwitch, 8, {1});
-  t.add_node(0xb, kNodeTypeSwitch, 8, {1, 5});
-  t.add_node(0x2, kNodeTypeCa, 1, {1, 5, 3});
+  t.add_node(0x1, IB_NODE_CA, 1, {});
+  t.add_node(0xa, IB_NODE_SWITCH, 8, {1});
+  t.add_node(0xb, IB_NODE_SWITCH, 8, {1, 5});
+  t.add_node(0x2, IB_NODE_CA, 1, {1, 5, 3});
   // CA 1 port 1 <-> switch a port 2; a port 5 <-> b port 7 (seen from both ends, twice);
   // b port 3 <-> CA 2 port 1 (seen from the switch only).
   t.add_link(0x1, 1, 0xa, 2);
@@ -66,8 +66,8 @@ TEST(FabricTopology, CountsEachCableOnce) {
   t.add_link(0xb, 3, 0x2, 1);
   EXPECT_EQ(t.cable_count(), 3u);
   EXPECT_EQ(t.links().size(), 5u);
-  EXPECT_EQ(t.count(kNodeTypeSwitch), 2u);
-  EXPECT_EQ(t.count(kNodeTypeCa), 2u);
+  EXPECT_EQ(t.count(IB_NODE_SWITCH), 2u);
+  EXPECT_EQ(t.count(IB_NODE_CA), 2u);
   auto sw = t.switches();
   ASSERT_EQ(sw.size(), 2u);
   EXPECT_EQ(sw[0]->guid, 0xau);
@@ -87,8 +87,8 @@ TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
   EXPECT_EQ(hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
   EXPECT_EQ(hex_guid(0), "0x0000000000000000");
   EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
-  EXPECT_STREQ(ports::node_type_name(kNodeTypeSwitch), "switch");
-  EXPECT_STREQ(ports::node_type_name(kNodeTypeCa), "CA");
+  EXPECT_STREQ(ports::node_type_name(IB_NODE_SWITCH), "switch");
+  EXPECT_STREQ(ports::node_type_name(IB_NODE_CA), "CA");
 }
 
 }  // namespace

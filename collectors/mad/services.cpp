@@ -1,0 +1,170 @@
+// The engine's services (as libibmad's serv.c): answering Get requests of a vendor class
+// this daemon serves (the MAD probe responder), rate-capped per service.
+#include "collectors/mad/engine_impl.h"
+
+namespace ibfabric::mad::detail {
+
+namespace {
+
+class ServiceImpl final : public Service {
+ public:
+  ServiceImpl(std::weak_ptr<EngineImpl> engine, int id) : engine_(std::move(engine)), id_(id) {}
+  ~ServiceImpl() override {
+    if (auto e = engine_.lock()) e->end_service(id_);
+  }
+  std::string refresh() override {
+    auto e = engine_.lock();
+    return e ? e->refresh_service(id_) : "the MAD engine is gone";
+  }
+  std::uint64_t answered() const override {
+    auto e = engine_.lock();
+    auto* s = e ? e->service(id_) : nullptr;
+    return s ? s->answered : 0;
+  }
+  std::uint64_t dropped() const override {
+    auto e = engine_.lock();
+    auto* s = e ? e->service(id_) : nullptr;
+    return s ? s->dropped : 0;
+  }
+
+ private:
+  std::weak_ptr<EngineImpl> engine_;
+  int id_;
+};
+
+}  // namespace
+
+std::unique_ptr<Service> EngineImpl::serve(PortAddress via, std::uint8_t mgmt_class,
+                                           std::uint32_t oui, double max_per_second,
+                                           RequestHandler handler) {
+  if (!is_vendor_range2(mgmt_class)) {
+    throw std::invalid_argument("Engine::serve: only vendor range 2 classes (0x30-0x4f)");
+  }
+  int id = next_service_id_++;
+  auto& service = services_[id];
+  service.via = std::move(via);
+  service.mgmt_class = mgmt_class;
+  service.oui = oui;
+  service.max_per_second = std::max(1.0, max_per_second);
+  service.tokens = service.max_per_second;
+  service.refilled_at = Clock::now();
+  service.handler = std::move(handler);
+  return std::make_unique<ServiceImpl>(weak_from_this(), id);
+}
+
+std::string EngineImpl::refresh_service(int id) {
+  auto& service = services_.at(id);
+  auto addr = resolve(service.via);
+  if (!addr) return "no local CA port found";
+  service.addr = *addr;
+  OpenPort* port = ensure_open(*addr);  // registers the services of a port it opens
+  if (!port->open()) return port->last_error;
+  if (!port->service_agents.count(id)) register_service(*port, id, service);
+  return port->service_agents.count(id) ? "" : service.error;
+}
+
+void EngineImpl::end_service(int id) {
+  auto it = services_.find(id);
+  if (it == services_.end()) return;
+  if (auto pit = ports_.find(it->second.addr); pit != ports_.end() && pit->second.open()) {
+    if (auto a = pit->second.service_agents.find(id); a != pit->second.service_agents.end()) {
+      umad_unregister(pit->second.receiver->portid, a->second);
+      pit->second.service_agents.erase(a);
+    }
+  }
+  services_.erase(it);
+}
+
+const ServiceEntry* EngineImpl::service(int id) const {
+  auto it = services_.find(id);
+  return it == services_.end() ? nullptr : &it->second;
+}
+
+void EngineImpl::register_service(OpenPort& port, int id, ServiceEntry& service) {
+  // The simulator's shim crashes a process that receives a MAD of a class it registered no
+  // agent for, and an SM sends SMInfo to the ports the shim marks IsSM for a responder. SMP
+  // agents without a method mask receive nothing unsolicited on a real host.
+  agent_for(port, IB_SMI_CLASS, 0);
+  agent_for(port, IB_SMI_DIRECT_CLASS, 0);
+  long method_mask[16 / sizeof(long)] = {};
+  method_mask[0] = 1L << IB_MAD_METHOD_GET;
+  std::uint8_t oui_bytes[3] = {static_cast<std::uint8_t>(service.oui >> 16),
+                               static_cast<std::uint8_t>(service.oui >> 8),
+                               static_cast<std::uint8_t>(service.oui)};
+  int agent =
+      umad_register_oui(port.receiver->portid, service.mgmt_class, 0, oui_bytes, method_mask);
+  char what[64];
+  std::snprintf(what, sizeof what, "class 0x%02x oui 0x%06x", service.mgmt_class, service.oui);
+  if (agent < 0) {
+    std::string error = std::string("cannot serve ") + what + " on " + port.addr.ca + " port " +
+                        std::to_string(port.addr.port) + ": " + errno_text(agent);
+    if (agent == -EBUSY || agent == -EINVAL) {
+      error += " (another process, such as ibping -S, may serve it already)";
+    }
+    if (service.error != error) spdlog::warn("mad: {}", error);
+    service.error = std::move(error);
+    return;
+  }
+  port.service_agents[id] = agent;
+  service.error.clear();
+  spdlog::info("mad: serving {} on ca={} port={}", what, port.addr.ca, port.addr.port);
+}
+
+void EngineImpl::serve_request(OpenPort& port, const Arrival& arrival) {
+  const auto& bytes = arrival.bytes;
+  auto mgmt_class = static_cast<std::uint8_t>(bytes[1]);
+  unsigned method = mad_get_field(mutable_bytes(bytes.data()), 0, IB_MAD_METHOD_F);
+  std::uint32_t oui = is_vendor_range2(mgmt_class)
+                          ? mad_get_field(mutable_bytes(bytes.data()), 0, IB_VEND2_OUI_F)
+                          : 0;
+  auto& cc = counters_[mgmt_class];
+  for (auto& [id, service] : services_) {
+    auto agent = port.service_agents.find(id);
+    if (agent == port.service_agents.end() || service.mgmt_class != mgmt_class ||
+        service.oui != oui || method != IB_MAD_METHOD_GET) {
+      continue;
+    }
+    auto now = Clock::now();
+    service.tokens = std::min(
+        service.max_per_second,
+        service.tokens + service.max_per_second *
+                             std::chrono::duration<double>(now - service.refilled_at).count());
+    service.refilled_at = now;
+    if (service.tokens < 1) {
+      service.dropped++;
+      return;
+    }
+    service.tokens -= 1;
+    InboundRequest request{port.addr, ntohs(arrival.from.lid), arrival.at, bytes.data()};
+    auto data = service.handler(request);
+    if (!data) {
+      service.dropped++;
+      return;
+    }
+    std::vector<std::uint8_t> buf(umad_size() + IB_MAD_SIZE, 0);
+    auto* mad = static_cast<std::uint8_t*>(umad_get_mad(buf.data()));
+    // The request's header as it came, transaction id included (the requester matches on
+    // it), turned into a GetResp with status 0.
+    std::memcpy(mad, bytes.data(), IB_MAD_SIZE);
+    mad_set_field(mad, 0, IB_MAD_RESPONSE_F, 1);
+    mad_set_field(mad, 0, IB_MAD_STATUS_F, 0);
+    auto offset = static_cast<std::size_t>(data_offset(mgmt_class));
+    std::memset(mad + offset, 0, IB_MAD_SIZE - offset);
+    std::memcpy(mad + offset, data->data(), std::min(data->size(), IB_MAD_SIZE - offset));
+    const auto& from = arrival.from;
+    umad_set_addr(buf.data(), ntohs(from.lid), static_cast<int>(ntohl(from.qpn)), from.sl,
+                  from.qkey ? static_cast<int>(ntohl(from.qkey)) : IB_DEFAULT_QP1_QKEY);
+    umad_set_pkey(buf.data(), arrival.pkey_index);
+    if (umad_send(port.receiver->portid, agent->second, buf.data(), IB_MAD_SIZE, 0, 0) < 0) {
+      cc.errors["answer_send"]++;
+      service.dropped++;
+      return;
+    }
+    cc.served++;
+    service.answered++;
+    return;
+  }
+  cc.errors["unsolicited"]++;
+}
+
+}  // namespace ibfabric::mad::detail
