@@ -112,10 +112,12 @@ std::string self_name() {
 class Prober : public std::enable_shared_from_this<Prober> {
  public:
   Prober(asio::io_context& io, ProbeConfig config,
-         std::function<std::shared_ptr<mad::Engine>()> mad_engine)
+         std::function<std::shared_ptr<mad::Engine>()> mad_engine,
+         std::shared_ptr<const NodeNameMap> node_names)
       : io_(io),
         config_(std::move(config)),
         mad_(std::move(mad_engine)),
+        node_names_(std::move(node_names)),
         socket_(io),
         responder_(io),
         sweep_(io) {
@@ -346,7 +348,9 @@ class Prober : public std::enable_shared_from_this<Prober> {
           continue;
         }
         TargetConfig t;
-        t.name = r.description.empty() ? hex_guid(r.port_guid) : r.description;
+        // Named as the fabric and ports collectors name nodes: node-name-map, NodeDescription,
+        // GUID (of the node: the map's key).
+        t.name = node_names_->name(r.node_guid, r.description);
         t.guid = r.port_guid;
         want(Wanted{t, true, {}, r.lid});
       }
@@ -647,8 +651,9 @@ class Prober : public std::enable_shared_from_this<Prober> {
   asio::io_context& io_;
   ProbeConfig config_;
   mad::ClientHandle mad_;
-  udp::socket socket_;     // the prober's
-  udp::socket responder_;  // the responder's
+  std::shared_ptr<const NodeNameMap> node_names_;  // names of discovered peers
+  udp::socket socket_;                             // the prober's
+  udp::socket responder_;                          // the responder's
   asio::steady_timer sweep_;
   std::vector<PeerPtr> peers_;
   std::vector<std::string> errors_;      // of the latest peer update
@@ -675,8 +680,10 @@ class Prober : public std::enable_shared_from_this<Prober> {
 class ProbeCollector final : public Collector {
  public:
   ProbeCollector(asio::io_context& io, ProbeConfig config,
-                 std::function<std::shared_ptr<mad::Engine>()> mad_engine)
-      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine))),
+                 std::function<std::shared_ptr<mad::Engine>()> mad_engine,
+                 std::shared_ptr<const NodeNameMap> node_names)
+      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine),
+                                         std::move(node_names))),
         listing_(io, mad::PortListing::infiniband({})) {}
   ~ProbeCollector() override { prober_->stop(); }
 
@@ -826,7 +833,8 @@ CollectorSpec spec() {
         c.spike.baseline_window = static_cast<std::size_t>(section.get_int(
             "baseline_window", static_cast<std::int64_t>(c.spike.baseline_window), 1, 100000));
         section.finish();
-        return std::make_unique<ProbeCollector>(context.io, std::move(c), context.mad_engine);
+        return std::make_unique<ProbeCollector>(context.io, std::move(c), context.mad_engine,
+                                                context.node_names);
       }};
 }
 

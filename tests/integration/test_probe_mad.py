@@ -24,7 +24,7 @@ import time
 import unittest
 
 from ibfabric_testlib import find_sample, find_samples, parse_exposition
-from simfabric import SHIM, SimFabric
+from simfabric import SHIM, SimFabric, parse_dotted
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
 SM_HOST = "Switch1"
@@ -32,6 +32,7 @@ RESPONDER_HOST = "Hca3"   # an ibfabricd, probed by the other
 PROBER_HOST = "Hca4"      # an ibfabricd that probes with discovery (and is probed back)
 IBPING_HOST = "Hca2"      # the stock `ibping -S`, last test
 SILENT_HOST = "Hca1"      # nothing answers there
+SILENT_NAME = "rack-07/silent"  # its name in the prober's node-name-map
 
 
 def lid_of(fabric, host):
@@ -67,9 +68,16 @@ class MadProbeTest(unittest.TestCase):
                 f.write(base + "  probe: {enabled: true, interval: 500ms, udp_listen: \"\", "
                         "probe_interval: 50ms, timeout: 1s, spike_floor: 50ms, "
                         "targets: [{name: %s}]}\n" % PROBER_HOST)
+            # The discovered peer is named by the node-name-map (keyed by node GUID).
+            silent_guid = parse_dotted(cls.fabric.run_tool(
+                ["smpquery", "nodeinfo", str(lid_of(cls.fabric, SILENT_HOST))],
+                host=PROBER_HOST).stdout)["Guid"]
+            name_map = os.path.join(cls.tmp.name, "node-name-map")
+            with open(name_map, "w") as f:
+                f.write('%s "%s"\n' % (silent_guid, SILENT_NAME))
             prober_cfg = os.path.join(cls.tmp.name, "prober.yaml")
             with open(prober_cfg, "w") as f:
-                f.write(base + "  probe:\n    enabled: true\n    interval: 500ms\n"
+                f.write("node_name_map: %s\n" % name_map + base + "  probe:\n    enabled: true\n    interval: 500ms\n"
                         "    udp_listen: \"\"\n    discover: true\n"
                         "    probe_interval: 20ms\n    timeout: 1s\n"
                         "    max_probes_per_second: 1000\n"
@@ -172,17 +180,17 @@ class MadProbeTest(unittest.TestCase):
 
     def test_3_discovery_adds_other_cas_never_this_node(self):
         samples = self.prober.wait_for(
-            lambda s: (self.value(s, "ibfabric_probe_lost_total", SILENT_HOST) or 0) >= 3,
+            lambda s: (self.value(s, "ibfabric_probe_lost_total", SILENT_NAME) or 0) >= 3,
             what="lost probes to the discovered silent node")
         peers = {s.labels["peer"] for s in find_samples(samples, "ibfabric_probe_sent_total",
                                                         transport="mad")}
         # Configured: two names resolved through the SA, one LID. Discovered: under the
         # simulator the SA's NodeRecord table arrives as its first RMPP segment only (the shim
         # does no RMPP), which holds one record, Hca1's; on a real host the kernel reassembles
-        # the whole table.
-        self.assertEqual(peers, {SILENT_HOST, IBPING_HOST, RESPONDER_HOST, "by-lid"})
+        # the whole table. Hca1 is named by the node-name-map.
+        self.assertEqual(peers, {SILENT_NAME, IBPING_HOST, RESPONDER_HOST, "by-lid"})
         self.assertNotIn(PROBER_HOST, peers)
-        self.assertEqual(self.value(samples, "ibfabric_probe_received_total", SILENT_HOST), 0)
+        self.assertEqual(self.value(samples, "ibfabric_probe_received_total", SILENT_NAME), 0)
         self.assertEqual(find_sample(samples, "ibfabric_probe_peers").value, 4)
 
     def test_4_a_paused_responder_makes_spikes(self):
