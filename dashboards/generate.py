@@ -290,9 +290,10 @@ def fabric_overview():
                        "per second.", "cps",
                        target("sum(rate(ibfabric_sm_master_changes_total{%s}[%s]))" % (SEL, RI),
                               "master changes")), 12, 4)
-    lay.add(table("Subnet Managers", "Every SM of the subnet with its state, as the nodes see "
-                  "them (ibfabric_sm_subnet_sm_info).", "none",
-                  target("max by (guid, lid, state) (ibfabric_sm_subnet_sm_info{%s})" % SEL,
+    lay.add(table("Subnet Managers", "Every SM of the subnet by name, with its state, as the "
+                  "nodes see them (ibfabric_sm_subnet_sm_info).", "none",
+                  target("max by (node_name, guid, lid, state) (ibfabric_sm_subnet_sm_info{%s})"
+                         % SEL,
                          instant=True, fmt="table")), 24, 5)
     lay.row("Switch ports (fabric collector, on the nodes that sweep the fabric)")
     fsel = SEL

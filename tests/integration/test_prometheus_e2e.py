@@ -235,10 +235,20 @@ class PrometheusEndToEnd(unittest.TestCase):
                     found[int(state.group(1))] = proc
             return found if {2, 3} <= set(found) else None  # standby, master
 
+        # The SMs as the demo's node-name-map names them (sm-node is not in it: its
+        # NodeDescription names it).
+        names = {self.fabric.sms[0]: "sm-node mlx5_0", self.standby_sm: "gpu-node-03"}
         try:
-            master = self.prom.wait_for(roles, 60, "a master and a standby SM")[3]
-            master.stop(signal.SIGKILL)
+            found = self.prom.wait_for(roles, 60, "a master and a standby SM")
+            found[3].stop(signal.SIGKILL)
             self.wait_firing("IbfabricSmFailover", timeout=60, job="ibfabric")
+            # The description names the new master (the former standby) once the daemons
+            # have polled it as master.
+            expected = "Master now: %s (GUID 0x" % names[found[2]]
+            self.prom.wait_for(lambda: any(
+                expected in a["annotations"]["description"]
+                for a in self.prom.firing_alerts("IbfabricSmFailover")), 30,
+                "IbfabricSmFailover naming %r" % names[found[2]])
         except AssertionError as e:
             raise AssertionError("%s\n%s" % (e, self.sm_diagnostics())) from None
         self.wait_resolved("IbfabricSmFailover", timeout=60, job="ibfabric")
