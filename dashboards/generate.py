@@ -171,6 +171,9 @@ def port_rate(metric, extra=""):
 # window), and one per switch port even if two nodes sweep the same shard.
 PEER_INFO = ("topk by (instance, device, port) (1, ibfabric_ports_peer_info{%s})" % SEL)
 LINK_INFO = ("topk by (node_guid, port) (1, ibfabric_fabric_link_info{%s})" % SEL)
+# One row per cable: a cable between two switches is swept from both ends, one marked "a".
+CABLE_INFO = ("topk by (node_guid, port) (1, ibfabric_fabric_link_info{%s,cable_end=\"a\"})"
+              % SEL)
 PORT_LEGEND = "{{node_name}} {{device}}/{{port}} {{side}} - {{peer_node_name}} p{{peer_port}}"
 SWITCH_LEGEND = "{{node_name}} p{{port}} - {{remote_node_name}} p{{remote_port}}"
 
@@ -200,7 +203,7 @@ def both_ends(fabric_metrics, ports_metrics):
     def as_far(expr):
         return ('label_replace(label_replace(%s, "remote_node_guid", "$1", "node_guid", "(.*)"), '
                 '"remote_port", "$1", "port", "(.*)")' % expr)
-    at_near = "%s * on (node_guid, port) group_left () %s" % (LINK_INFO, near)
+    at_near = "%s * on (node_guid, port) group_left () %s" % (CABLE_INFO, near)
     far = "(%s or %s)" % (as_far(near), as_far(hosts))
     return ("sort_desc(topk(25, (%s) + on (remote_node_guid, remote_port) group_left () %s "
             "or (%s)))" % (at_near, far, at_near))
@@ -208,8 +211,8 @@ def both_ends(fabric_metrics, ports_metrics):
 
 def switch_end(expr):
     """`expr` (by node_guid, port) on each cable's row, at its switch end."""
-    return "%s * on (node_guid, port) group_left () max by (node_guid, port) (%s)" % (LINK_INFO,
-                                                                                       expr)
+    return "%s * on (node_guid, port) group_left () max by (node_guid, port) (%s)" % (
+        CABLE_INFO, expr)
 
 
 ERROR_COUNTERS = [
@@ -339,8 +342,8 @@ def fabric_overview():
                   "errors counted at either end over the dashboard's range (a bad transmitter "
                   "shows up as receive errors at the far end; a host's end comes from its own "
                   "ports collector), links downed at either end, and the link's width and lane "
-                  "speed now against their best in the last day. Cables between two switches "
-                  "appear once from each end.", "none",
+                  "speed now against their best in the last day. Each cable is one row, also "
+                  "one between two switches (its end with cable_end=\"a\").", "none",
                   target(both_ends(errors, host_errors), instant=True, fmt="table"),
                   target(both_ends(["ibfabric_fabric_port_link_downed_total"],
                                    ["ibfabric_ports_link_downed_total"]),

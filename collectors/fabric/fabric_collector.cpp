@@ -300,10 +300,15 @@ class Sweep : public mad::FanOut {
     }
     for (const auto& [end, link] : c_.links_seen_) {
       if (!in_shard(end.first, cfg.shard, cfg.shards)) continue;
+      // A cable between two switches is seen from both ends; "a" marks one end of each cable
+      // (the lower GUID and port), so a per-cable view counts it once, whichever shard sweeps it.
+      bool b_end =
+          link.remote_type == IB_NODE_SWITCH && std::pair(link.remote_guid, link.remote_port) < end;
       out.info("ibfabric_fabric_link_info",
                "What port `port` of switch `node_guid` is cabled to, by GUID and by name, as "
                "discovery last saw it (kept for link_memory after the far end stops answering).",
-               {{"node_guid", hex_guid(end.first)},
+               {{"cable_end", b_end ? "b" : "a"},
+                {"node_guid", hex_guid(end.first)},
                 {"port", std::to_string(end.second)},
                 {"node_name", link.name},
                 {"remote_node_guid", hex_guid(link.remote_guid)},

@@ -192,6 +192,20 @@ class FabricTest(unittest.TestCase):
         want = {(guid, port): link for guid, sw in self.topology.items()
                 for port, link in sw["links"].items()}
         self.assertEqual(got, want)
+        # Each cable has exactly one end marked "a": the switch end of a switch-CA cable, one
+        # of the two ends of a switch-switch cable.
+        ends = {}
+        for s in find_samples(samples, "ibfabric_fabric_link_info"):
+            near = (s.labels["node_guid"], int(s.labels["port"]))
+            far = (s.labels["remote_node_guid"], int(s.labels["remote_port"]))
+            cable = frozenset((near, far))
+            ends.setdefault(cable, []).append(s.labels["cable_end"])
+        for cable, marks in ends.items():
+            self.assertEqual(sorted(marks), ["a", "b"] if len(marks) == 2 else ["a"], cable)
+        switch_cables = sum(link[0] in self.topology for sw in self.topology.values()
+                            for link in sw["links"].values()) // 2
+        self.assertGreater(switch_cables, 0)
+        self.assertEqual(sum(len(m) == 2 for m in ends.values()), switch_cables)
         for guid, sw in self.topology.items():
             info = find_sample(samples, "ibfabric_fabric_node_info", node_guid=guid)
             self.assertEqual(info.labels["node_description"], sw["name"])
