@@ -11,16 +11,14 @@ No timing asserts: every wait is a generous upper bound on a condition."""
 import os
 import shutil
 import socket
-import struct
 import tempfile
 import threading
 import unittest
 
+from fake_netlink import FakeNetlink
 from ibfabric_testlib import Daemon, find_sample, find_samples, fixture, free_port
 
 DEVICE_DIR = os.path.join("devices", "pci0000:00", "0000:00:01.0", "0000:17:00.0", "infiniband")
-NLMSG_DONE = 3
-NLM_F_MULTI = 2
 
 
 def thread_count(pid):
@@ -182,67 +180,6 @@ class HungSysfsTest(unittest.TestCase):
             self.assertIn("exiting without waiting for collector runs", d.log())
             self.assertEqual(d.log().count('collector=sysfs msg="collection failed"'), 2,
                              "one log line per stuck episode, not one per tick")
-
-
-class FakeNetlink:
-    """A unix SOCK_SEQPACKET server standing in for the kernel's rtnetlink: while `silent` it
-    takes requests and never answers; otherwise it answers each with an empty dump
-    (NLMSG_DONE), including the requests it had left waiting."""
-
-    def __init__(self, path):
-        self.path = path
-        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.server.bind(path)
-        self.server.listen(16)
-        self.lock = threading.Lock()
-        self.silent = True
-        self.waiting = []  # (connection, sequence) left unanswered
-        self.requests = 0
-        self.thread = threading.Thread(target=self._serve, daemon=True)
-        self.thread.start()
-
-    def _serve(self):
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            request = conn.recv(4096)
-            if len(request) < 16:
-                conn.close()
-                continue
-            sequence = struct.unpack_from("=IHHII", request)[3]
-            with self.lock:
-                self.requests += 1
-                if self.silent:
-                    self.waiting.append((conn, sequence))
-                    continue
-            self._answer(conn, sequence)
-
-    @staticmethod
-    def _answer(conn, sequence):
-        try:
-            conn.send(struct.pack("=IHHIIi", 20, NLMSG_DONE, NLM_F_MULTI, sequence, 0, 0))
-        except OSError:
-            pass  # the daemon gave up on this request (netlink_timeout)
-        conn.close()
-
-    def answer(self):
-        with self.lock:
-            self.silent = False
-            waiting, self.waiting = self.waiting, []
-        for conn, sequence in waiting:
-            self._answer(conn, sequence)
-
-    def go_silent(self):
-        with self.lock:
-            self.silent = True
-
-    def close(self):
-        self.server.close()
-        with self.lock:
-            for conn, _ in self.waiting:
-                conn.close()
 
 
 class HungNetlinkTest(unittest.TestCase):
