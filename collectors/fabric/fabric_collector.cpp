@@ -46,8 +46,8 @@ const std::vector<std::pair<std::string, std::string>>& counter_names() {
 class Discovery : public mad::FanOut {
  public:
   using Finished = std::function<void(std::shared_ptr<Topology>)>;
-  Discovery(FabricCollector& c, int local_port, Finished finished)
-      : FanOut(c.mad_), c_(c), local_port_(local_port), finished_(std::move(finished)) {}
+  Discovery(FabricCollector& c, Finished finished)
+      : FanOut(c.mad_), c_(c), finished_(std::move(finished)) {}
 
   void start() {
     launch([this] { node_info({}, 0, 0); });
@@ -84,6 +84,10 @@ class Discovery : public mad::FanOut {
           if (!route.empty()) {
             topology_->add_link(parent_guid, parent_port, guid, entered);
             topology_->add_link(guid, entered, parent_guid, parent_port);
+          } else {
+            // The local node answers through the engine's default port: its number, without
+            // asking libibumad (a sysfs read) on the loop.
+            local_port_ = entered;
           }
           if (!topology_->add_node(guid, type, num_ports, route)) return;
           explore(guid, type, num_ports, route);
@@ -134,7 +138,7 @@ class Discovery : public mad::FanOut {
   }
 
   FabricCollector& c_;
-  int local_port_;
+  int local_port_ = 0;
   Finished finished_;
   std::shared_ptr<Topology> topology_ = std::make_shared<Topology>();
 };
@@ -511,15 +515,9 @@ void FabricCollector::collect(Done done) {
     sweep(std::move(done), false, true, "");
     return;
   }
-  auto local = engine->default_port();
-  if (!local) {
-    done(CollectResult{{}, false, "no local InfiniBand port for fabric queries"});
-    return;
-  }
   auto started = Clock::now();
   auto discovery = std::make_shared<Discovery>(
-      *this, local->port,
-      [this, started, done = std::move(done)](std::shared_ptr<Topology> topology) mutable {
+      *this, [this, started, done = std::move(done)](std::shared_ptr<Topology> topology) mutable {
         discovery_seconds_ = seconds_since(started);
         ++discoveries_;
         // Keep the last topology when this one is empty: the switches of a fabric that does

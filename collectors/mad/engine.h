@@ -219,8 +219,9 @@ class Engine {
   // be destroyed while its requests are in flight.
   virtual std::unique_ptr<Client> client() = 0;
 
-  // The port used when a request names none, resolved from the config (may be nullopt when no
-  // CA exists). Does not open it.
+  // The port used when a request names none, resolved from the config, as far as it is known:
+  // never blocks. nullopt until a request (or this call, which starts it) has resolved it off
+  // the loop, and when no CA exists. Does not open it.
   virtual std::optional<PortAddress> default_port() = 0;
 
   // Adds the ibfabric_mad_* families (counters since start, in-flight and queued gauges).

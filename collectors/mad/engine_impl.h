@@ -10,6 +10,7 @@
 //   services.cpp     answering requests of a class this daemon serves (Engine::serve)
 
 #include "collectors/mad/engine.h"
+#include "collectors/off_loop.h"
 
 #include <infiniband/umad.h>
 #include <spdlog/spdlog.h>
@@ -30,6 +31,7 @@
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 namespace ibfabric::mad::detail {
 
@@ -92,6 +94,42 @@ inline std::uint8_t* mutable_bytes(const std::uint8_t* p) { return const_cast<st
 // libibumad's umad_init(), once per process; false when it failed (logged once).
 bool init_umad();
 
+// libibumad's blocking part of finding and opening a port: sysfs reads (umad_get_port) and
+// umad_open_port, which on a real host can wait as long as an HCA firmware command. Both run on
+// a worker thread (collectors/off_loop.h), never on the loop; tests replace them.
+struct Opened {
+  int portid = -1;  // < 0: not opened, `error` says why
+  std::uint16_t sm_lid = 0;
+  std::string error;
+};
+struct PortOps {
+  // The port libibumad picks for CA `ca` ("" = the first) and port `port` (0 = the first
+  // active); nullopt when there is none.
+  std::function<std::optional<PortAddress>(const std::string& ca, int port)> resolve;
+  std::function<Opened(const PortAddress& addr)> open;
+  static PortOps umad();
+};
+
+// How long the engine waits for one resolve or open on its worker. A fixed few seconds, as for
+// listing the ports (PortListing::kDefaultDeadline): a sysfs read that takes longer is stuck
+// on the firmware, and the requests parked behind it should fail rather than wait for it.
+inline constexpr std::chrono::seconds kOpenDeadline{5};
+
+struct OffLoopCall;
+
+// A umad port descriptor a worker opened; closed unless the loop takes it (an open that
+// returned after its deadline, or after the engine went away).
+struct PortHandle {
+  int portid = -1;
+  explicit PortHandle(int id) : portid(id) {}
+  PortHandle(const PortHandle&) = delete;
+  PortHandle& operator=(const PortHandle&) = delete;
+  ~PortHandle() {
+    if (portid >= 0) umad_close_port(portid);
+  }
+  int release() { return std::exchange(portid, -1); }
+};
+
 // What the receiver thread shares with the loop; owned by both so neither outlives it.
 struct Receiver {
   int portid = -1;
@@ -115,7 +153,9 @@ struct OpenPort {
   std::string last_error;
   std::uint64_t opens = 0;
   std::uint64_t failures = 0;
+  std::unique_ptr<OffLoopCall> opening;  // resolve + umad_open_port on a worker
   bool open() const { return receiver != nullptr; }
+  bool is_opening() const;
 };
 
 // One MAD as the receiver thread read it.
@@ -160,6 +200,21 @@ struct Pending {
 };
 using PendingPtr = std::unique_ptr<Pending>;
 
+// One blocking call at a time off the loop, waited for until a deadline; what waits for it is
+// parked here (counted in queued_). A call past its deadline keeps the worker busy until it
+// returns: no second one starts meanwhile, so a stuck sysfs read holds one thread.
+struct OffLoopCall {
+  explicit OffLoopCall(boost::asio::io_context& io) : worker(io), timer(io) {}
+  OffLoop worker;
+  boost::asio::steady_timer timer;
+  std::uint64_t id = 0;    // of the call waited for
+  bool waiting = false;    // started, and neither returned nor past its deadline
+  std::string last_error;  // of the last call that failed (cleared when one succeeds)
+  std::deque<PendingPtr> parked;
+};
+
+inline bool OpenPort::is_opening() const { return opening && opening->waiting; }
+
 struct DestQueue {
   std::deque<PendingPtr> queue;
   int in_flight = 0;
@@ -185,7 +240,8 @@ inline const std::vector<double> kRttBounds{0.0001, 0.00025, 0.0005, 0.001, 0.00
 
 class EngineImpl final : public Engine, public std::enable_shared_from_this<EngineImpl> {
  public:
-  EngineImpl(boost::asio::io_context& io, EngineConfig config);
+  EngineImpl(boost::asio::io_context& io, EngineConfig config, PortOps ops = PortOps::umad(),
+             std::chrono::nanoseconds open_deadline = kOpenDeadline);
   ~EngineImpl() override;
   void submit(Request request, Callback callback) override;
   std::unique_ptr<Client> client() override;
@@ -220,9 +276,27 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void finish(PendingPtr p, Status status, std::string error, std::vector<std::uint8_t> mad = {},
               std::uint16_t mad_status = 0);
 
+  // Queues `p` for its destination on the open `port` (the caller pumps).
+  void enqueue(PendingPtr p, OpenPort& port);
+  // Fails what waited in `call` with port_unavailable and `error`.
+  void fail_parked(OffLoopCall& call, const std::string& error);
+
   // receiver.cpp
-  std::optional<PortAddress> resolve(const PortAddress& via);
-  OpenPort* ensure_open(const PortAddress& addr);
+  // The port `via` names once resolved (as asked when it names both CA and port); nullopt
+  // while unknown.
+  std::optional<PortAddress> known(const PortAddress& via) const;
+  // Starts resolving `via` on the worker unless that is under way; an error when it cannot.
+  std::optional<std::string> start_resolve(const PortAddress& via);
+  void resolved(PortAddress via, std::uint64_t id, std::optional<PortAddress> addr,
+                std::string error);
+  // Sends `p` (its port resolved) on, parks it behind the port's open, or fails it.
+  void route(PendingPtr p);
+  // Starts opening `port` on the worker; an error (the backoff's, a stuck open's) when it
+  // cannot.
+  std::optional<std::string> start_open(OpenPort& port);
+  void opened(PortAddress addr, std::uint64_t id, Opened result,
+              std::shared_ptr<PortHandle> handle);
+  void open_expired(PortAddress addr, std::uint64_t id);
   void port_failed(OpenPort& port, std::string error);
   void close_port(OpenPort& port);
   // The receiver leaves umad_recv() when its slice ends (kRecvSliceMs) or a MAD arrives; neither
@@ -244,8 +318,13 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void serve_request(OpenPort& port, const Arrival& arrival);
 
   boost::asio::io_context& io_;
+  PortOps ops_;
+  std::chrono::nanoseconds open_deadline_;
   std::map<PortAddress, OpenPort> ports_;
-  std::optional<PortAddress> default_port_;
+  // Ports resolved from what requests name (as asked, {} = the config's default port); an
+  // entry goes when its port breaks.
+  std::map<PortAddress, PortAddress> resolved_;
+  std::map<PortAddress, std::unique_ptr<OffLoopCall>> resolving_;
   std::uint64_t generations_ = 0;
   std::map<std::string, DestQueue> dests_;
   std::deque<std::string> ready_;  // destinations with queued work and a free slot

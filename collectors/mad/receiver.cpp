@@ -5,8 +5,46 @@
 
 namespace ibfabric::mad::detail {
 
-EngineImpl::EngineImpl(boost::asio::io_context& io, EngineConfig config)
-    : Engine(std::move(config)), io_(io), rate_timer_(io) {
+PortOps PortOps::umad() {
+  PortOps ops;
+  ops.resolve = [](const std::string& ca, int port) -> std::optional<PortAddress> {
+    if (!init_umad()) return std::nullopt;
+    umad_port_t info{};
+    if (umad_get_port(ca.empty() ? nullptr : ca.c_str(), port, &info) < 0) return std::nullopt;
+    PortAddress addr{info.ca_name, info.portnum};
+    umad_release_port(&info);
+    return addr;
+  };
+  ops.open = [](const PortAddress& addr) {
+    Opened out;
+    if (!init_umad()) {
+      out.error = "umad_init failed";
+      return out;
+    }
+    int portid = umad_open_port(addr.ca.c_str(), addr.port);
+    if (portid < 0) {
+      out.error = "umad_open_port " + addr.ca + " port " + std::to_string(addr.port) + ": " +
+                  errno_text(portid);
+      return out;
+    }
+    out.portid = portid;
+    umad_port_t info{};
+    if (umad_get_port(addr.ca.c_str(), addr.port, &info) >= 0) {
+      out.sm_lid = static_cast<std::uint16_t>(info.sm_lid);
+      umad_release_port(&info);
+    }
+    return out;
+  };
+  return ops;
+}
+
+EngineImpl::EngineImpl(boost::asio::io_context& io, EngineConfig config, PortOps ops,
+                       std::chrono::nanoseconds open_deadline)
+    : Engine(std::move(config)),
+      io_(io),
+      ops_(std::move(ops)),
+      open_deadline_(open_deadline),
+      rate_timer_(io) {
   tokens_ = config_.rate_burst;
   refilled_at_ = Clock::now();
 }
@@ -14,73 +52,206 @@ EngineImpl::EngineImpl(boost::asio::io_context& io, EngineConfig config)
 EngineImpl::~EngineImpl() {
   for (auto& [addr, port] : ports_) close_port(port);
   // Pending requests and their callbacks are dropped with the maps; their timers' handlers
-  // hold only weak pointers.
+  // hold only weak pointers. A worker still resolving or opening posts nothing once its
+  // OffLoop is gone, and closes the port it opened (PortHandle).
 }
 
 std::optional<PortAddress> EngineImpl::default_port() {
-  if (!init_umad()) return std::nullopt;
-  umad_port_t info{};
-  if (umad_get_port(config_.ca.empty() ? nullptr : config_.ca.c_str(), config_.port, &info) < 0) {
-    return std::nullopt;
-  }
-  PortAddress addr{info.ca_name, info.portnum};
-  umad_release_port(&info);
-  return addr;
+  if (auto addr = known({})) return addr;
+  start_resolve({});
+  return std::nullopt;
 }
 
-std::optional<PortAddress> EngineImpl::resolve(const PortAddress& via) {
-  if (!via.ca.empty()) {
-    if (via.port > 0) return via;
-    if (!init_umad()) return std::nullopt;
-    umad_port_t info{};
-    if (umad_get_port(via.ca.c_str(), 0, &info) < 0) return std::nullopt;
-    PortAddress addr{info.ca_name, info.portnum};
-    umad_release_port(&info);
-    return addr;
-  }
-  if (!default_port_) default_port_ = default_port();
-  return default_port_;
+std::optional<PortAddress> EngineImpl::known(const PortAddress& via) const {
+  if (!via.ca.empty() && via.port > 0) return via;
+  if (auto it = resolved_.find(via); it != resolved_.end()) return it->second;
+  return std::nullopt;
 }
 
-OpenPort* EngineImpl::ensure_open(const PortAddress& addr) {
-  auto& port = ports_[addr];
-  port.addr = addr;
-  if (port.open()) return &port;
-  auto now = Clock::now();
-  if (now < port.retry_at) return &port;  // last_error still says why
-  if (!init_umad()) {
-    port.last_error = "umad_init failed";
-    return &port;
+namespace {
+std::string deadline_text(const std::string& what, std::chrono::nanoseconds deadline) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3fs", std::chrono::duration<double>(deadline).count());
+  return what + " (libibumad, sysfs) did not finish within " + buf +
+         "; no new attempt starts until it returns";
+}
+std::string via_text(const PortAddress& via) {
+  if (via.ca.empty()) return "the default port";
+  return via.ca + (via.port > 0 ? " port " + std::to_string(via.port) : "");
+}
+}  // namespace
+
+std::optional<std::string> EngineImpl::start_resolve(const PortAddress& via) {
+  auto& slot = resolving_[via];
+  if (!slot) slot = std::make_unique<OffLoopCall>(io_);
+  auto& call = *slot;
+  if (call.waiting) return std::nullopt;
+  auto stuck = deadline_text("resolving " + via_text(via), open_deadline_);
+  if (call.worker.busy()) return stuck;
+  const auto id = ++call.id;
+  call.waiting = true;
+  std::weak_ptr<EngineImpl> weak = weak_from_this();
+  call.timer.expires_after(open_deadline_);
+  call.timer.async_wait([weak, via, id, stuck](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->resolved(via, id, std::nullopt, stuck);
+  });
+  // The config's default when a request names no CA.
+  std::string ca = via.ca.empty() ? config_.ca : via.ca;
+  int port = via.ca.empty() ? config_.port : via.port;
+  auto error =
+      call.worker.start([resolve = ops_.resolve, ca, port, weak, via, id]() -> OffLoop::Then {
+        std::optional<PortAddress> addr;
+        std::string error = "no local CA port found";
+        try {
+          addr = resolve(ca, port);
+        } catch (const std::exception& e) {
+          error += std::string(": ") + e.what();
+        }
+        return [weak, via, id, addr, error] {
+          if (auto self = weak.lock()) self->resolved(via, id, addr, error);
+        };
+      });
+  if (!error.empty()) {
+    call.waiting = false;
+    call.timer.cancel();
+    return error;
   }
-  int portid = umad_open_port(addr.ca.c_str(), addr.port);
-  if (portid < 0) {
-    port_failed(port, "umad_open_port " + addr.ca + " port " + std::to_string(addr.port) + ": " +
-                          errno_text(portid));
-    return &port;
+  return std::nullopt;
+}
+
+void EngineImpl::resolved(PortAddress via, std::uint64_t id, std::optional<PortAddress> addr,
+                          std::string error) {
+  auto it = resolving_.find(via);
+  if (it == resolving_.end()) return;
+  auto& call = *it->second;
+  if (call.id != id || !call.waiting) return;  // late: its deadline already failed what waited
+  call.waiting = false;
+  call.timer.cancel();
+  if (!addr) {
+    call.last_error = error;
+    fail_parked(call, error);
+    return;
+  }
+  call.last_error.clear();
+  resolved_[via] = *addr;
+  auto parked = std::move(call.parked);
+  queued_ -= parked.size();
+  // A service on this port registers once it is open (see opened()).
+  for (auto& [sid, service] : services_) {
+    if (service.via != via) continue;
+    service.addr = *addr;
+    auto& port = ports_[*addr];
+    port.addr = *addr;
+    if (!port.open() && !port.is_opening()) start_open(port);
+  }
+  for (auto& p : parked) {
+    p->port = *addr;
+    route(std::move(p));
+  }
+  pump();
+}
+
+void EngineImpl::route(PendingPtr p) {
+  auto& port = ports_[p->port];
+  port.addr = p->port;
+  if (port.open()) {
+    enqueue(std::move(p), port);
+    return;
+  }
+  if (!port.is_opening()) {
+    if (auto why = start_open(port)) {
+      finish(std::move(p), Status::port_unavailable, *why);
+      return;
+    }
+  }
+  port.opening->parked.push_back(std::move(p));
+  ++queued_;
+}
+
+std::optional<std::string> EngineImpl::start_open(OpenPort& port) {
+  if (Clock::now() < port.retry_at) return port.last_error;  // still says why
+  if (!port.opening) port.opening = std::make_unique<OffLoopCall>(io_);
+  auto& call = *port.opening;
+  auto stuck = deadline_text("opening " + via_text(port.addr), open_deadline_);
+  if (call.worker.busy()) return stuck;
+  const auto id = ++call.id;
+  call.waiting = true;
+  std::weak_ptr<EngineImpl> weak = weak_from_this();
+  auto addr = port.addr;
+  call.timer.expires_after(open_deadline_);
+  call.timer.async_wait([weak, addr, id](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto self = weak.lock()) self->open_expired(addr, id);
+  });
+  auto error = call.worker.start([open = ops_.open, weak, addr, id]() -> OffLoop::Then {
+    Opened result;
+    try {
+      result = open(addr);
+    } catch (const std::exception& e) {
+      result.portid = -1;
+      result.error = "opening " + addr.ca + " port " + std::to_string(addr.port) + ": " + e.what();
+    }
+    auto handle = std::make_shared<PortHandle>(result.portid);
+    return [weak, addr, id, result, handle] {
+      if (auto self = weak.lock()) self->opened(addr, id, result, handle);
+    };
+  });
+  if (!error.empty()) {
+    call.waiting = false;
+    call.timer.cancel();
+    return error;
+  }
+  return std::nullopt;
+}
+
+void EngineImpl::open_expired(PortAddress addr, std::uint64_t id) {
+  auto pit = ports_.find(addr);
+  if (pit == ports_.end() || !pit->second.opening) return;
+  auto& port = pit->second;
+  auto& call = *port.opening;
+  if (call.id != id || !call.waiting) return;
+  call.waiting = false;
+  port_failed(port, deadline_text("opening " + via_text(addr), open_deadline_));
+  fail_parked(call, port.last_error);
+}
+
+void EngineImpl::opened(PortAddress addr, std::uint64_t id, Opened result,
+                        std::shared_ptr<PortHandle> handle) {
+  auto pit = ports_.find(addr);
+  if (pit == ports_.end() || !pit->second.opening) return;  // `handle` closes the port
+  auto& port = pit->second;
+  auto& call = *port.opening;
+  if (call.id != id || !call.waiting || port.open()) return;  // late: given up at its deadline
+  call.waiting = false;
+  call.timer.cancel();
+  if (result.portid < 0) {
+    port_failed(port, result.error);
+    fail_parked(call, port.last_error);
+    return;
   }
   port.agents.clear();
   port.service_agents.clear();
   port.generation = ++generations_;
   port.opens++;
   auto receiver = std::make_shared<Receiver>();
-  receiver->portid = portid;
+  receiver->portid = handle->release();
   port.receiver = receiver;
   // Services first: under the simulator, requests for them can arrive as soon as the port
   // is open (see register_service).
-  for (auto& [id, service] : services_) {
-    if (service.addr == addr) register_service(port, id, service);
+  for (auto& [sid, service] : services_) {
+    if (service.addr == addr) register_service(port, sid, service);
   }
-  umad_port_t info{};
-  if (umad_get_port(addr.ca.c_str(), addr.port, &info) >= 0) {
-    port.sm_lid = static_cast<std::uint16_t>(info.sm_lid);
-    umad_release_port(&info);
-  }
+  port.sm_lid = result.sm_lid;
   receiver->thread =
       std::thread([this_weak = weak_from_this(), receiver, addr, gen = port.generation, &io = io_] {
         receive_loop(io, this_weak, receiver, addr, gen);
       });
   spdlog::info("mad: port opened ca={} port={}", addr.ca, addr.port);
-  return &port;
+  auto parked = std::move(call.parked);
+  queued_ -= parked.size();
+  for (auto& p : parked) enqueue(std::move(p), port);
+  pump();
 }
 
 void EngineImpl::port_failed(OpenPort& port, std::string error) {
@@ -163,7 +334,7 @@ void EngineImpl::broken(const PortAddress& addr, const std::string& error) {
   OpenPort& port = pit->second;
   close_port(port);
   port_failed(port, error);
-  if (default_port_ && *default_port_ == addr) default_port_.reset();
+  std::erase_if(resolved_, [&](const auto& entry) { return entry.second == addr; });
   // Everything pending on this port fails now rather than timing out one by one.
   std::vector<std::uint32_t> tids;
   for (auto& [tid, p] : in_flight_) {

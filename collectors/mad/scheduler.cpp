@@ -51,30 +51,41 @@ void EngineImpl::submit_owned(Request request, Callback callback, bool has_owner
     finish(std::move(p), Status::queue_full, "more than max_queued requests waiting");
     return;
   }
-  auto addr = resolve(p->req.via);
-  if (!addr) {
-    finish(std::move(p), Status::port_unavailable, "no local CA port found");
+  // Resolving and opening a port read sysfs and can block: they run on a worker while the
+  // request waits parked (receiver.cpp).
+  if (auto addr = known(p->req.via)) {
+    p->port = *addr;
+    route(std::move(p));
+    pump();
     return;
   }
-  p->port = *addr;
-  OpenPort* port = ensure_open(*addr);
-  if (!port->open()) {
-    finish(std::move(p), Status::port_unavailable, port->last_error);
+  if (auto why = start_resolve(p->req.via)) {
+    finish(std::move(p), Status::port_unavailable, *why);
     return;
   }
+  resolving_.at(p->req.via)->parked.push_back(std::move(p));
+  ++queued_;
+}
+
+void EngineImpl::enqueue(PendingPtr p, OpenPort& port) {
   if (p->req.mgmt_class == IB_SA_CLASS && !p->req.to.directed && p->req.to.lid == 0) {
-    p->req.to.lid = port->sm_lid;
+    p->req.to.lid = port.sm_lid;
     if (p->req.to.lid == 0) {
       finish(std::move(p), Status::refused, "no SM LID known on this port");
       return;
     }
   }
-  p->dest_key = addr->ca + "/" + std::to_string(addr->port) + "/" + p->req.to.to_string();
+  p->dest_key = port.addr.ca + "/" + std::to_string(port.addr.port) + "/" + p->req.to.to_string();
   auto dit = dests_.try_emplace(p->dest_key).first;
   dit->second.queue.push_back(std::move(p));
   ++queued_;
   mark_ready(dit->second, dit->first);
-  pump();
+}
+
+void EngineImpl::fail_parked(OffLoopCall& call, const std::string& error) {
+  auto parked = std::move(call.parked);
+  queued_ -= parked.size();
+  for (auto& p : parked) finish(std::move(p), Status::port_unavailable, error);
 }
 
 std::optional<std::string> EngineImpl::refusal(const Request& r) const {

@@ -54,13 +54,24 @@ std::unique_ptr<Service> EngineImpl::serve(PortAddress via, std::uint8_t mgmt_cl
 
 std::string EngineImpl::refresh_service(int id) {
   auto& service = services_.at(id);
-  auto addr = resolve(service.via);
-  if (!addr) return "no local CA port found";
+  // Resolving and opening run on a worker (receiver.cpp): until they are done there is
+  // nothing to report, and the service registers when its port opens.
+  auto addr = known(service.via);
+  if (!addr) {
+    auto error = resolving_.count(service.via) ? resolving_.at(service.via)->last_error : "";
+    if (auto why = start_resolve(service.via)) return *why;
+    return error;
+  }
   service.addr = *addr;
-  OpenPort* port = ensure_open(*addr);  // registers the services of a port it opens
-  if (!port->open()) return port->last_error;
-  if (!port->service_agents.count(id)) register_service(*port, id, service);
-  return port->service_agents.count(id) ? "" : service.error;
+  auto& port = ports_[*addr];
+  port.addr = *addr;
+  if (!port.open()) {
+    if (port.is_opening()) return "";
+    if (auto why = start_open(port)) return *why;
+    return "";
+  }
+  if (!port.service_agents.count(id)) register_service(port, id, service);
+  return port.service_agents.count(id) ? "" : service.error;
 }
 
 void EngineImpl::end_service(int id) {

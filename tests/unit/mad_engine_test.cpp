@@ -1,11 +1,16 @@
 #include "collectors/mad/engine.h"
+#include "collectors/mad/engine_impl.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
 
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 
 #include <array>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
 
 namespace ibfabric::mad {
 namespace {
@@ -198,6 +203,153 @@ TEST(Engine, DestroyedEngineDropsQueuedCallbacks) {
   }
   io.run();
   EXPECT_EQ(calls, 0);
+}
+
+// A fake umad open that blocks until the test opens the gate. Shared with the worker thread,
+// which may outlive a failed test body.
+struct Gate {
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool opened = false;
+  int calls = 0;
+  // Bounded, so that an engine that opened on the loop fails the test instead of hanging it.
+  void wait() {
+    std::unique_lock lock(mutex);
+    ++calls;
+    cv.wait_for(lock, 20s, [&] { return opened; });
+  }
+  void release() {
+    std::lock_guard lock(mutex);
+    opened = true;
+    cv.notify_all();
+  }
+  int count() {
+    std::lock_guard lock(mutex);
+    return calls;
+  }
+};
+
+detail::PortOps blocking_ops(std::shared_ptr<Gate> gate, std::shared_ptr<int> resolves) {
+  detail::PortOps ops;
+  ops.resolve = [resolves](const std::string&, int) {
+    ++*resolves;  // only ever one resolve at a time: the worker's slot
+    return std::optional(PortAddress{"fake0", 1});
+  };
+  ops.open = [gate](const PortAddress& addr) {
+    gate->wait();
+    detail::Opened out;
+    out.error = "fake open of " + addr.ca + " failed";
+    return out;
+  };
+  return ops;
+}
+
+double gauge(const Engine& engine, const std::string& name) {
+  MetricsBuilder mb;
+  engine.fill_metrics(mb);
+  for (const auto& f : std::move(mb).take()) {
+    if (f.name == name && !f.samples.empty()) return f.samples.front().value;
+  }
+  return -1;
+}
+
+// Opening a port (umad_open_port, sysfs) runs on a worker: while it blocks, the loop goes on
+// (a timer fires), the requests waiting for it are parked and counted as queued, and they
+// finish with the open's error once it returns. Both requests share one open, and the failed
+// open's backoff then answers at once without opening again.
+TEST(Engine, OpensPortsOffTheLoopAndParksRequestsUntilTheOpenReturns) {
+  boost::asio::io_context io;
+  auto gate = std::make_shared<Gate>();
+  auto resolves = std::make_shared<int>(0);
+  auto engine =
+      std::make_shared<detail::EngineImpl>(io, EngineConfig{}, blocking_ops(gate, resolves), 60s);
+  EXPECT_EQ(engine->default_port(), std::nullopt);  // unknown yet: starts resolving, no wait
+  std::vector<Response> results;
+  auto by_default = Request::smp_get(Destination::to_lid(1), IB_ATTR_NODE_INFO);
+  auto by_name = by_default;
+  by_name.via = {"fake0", 1};
+  engine->submit(by_default, [&](Response r) { results.push_back(std::move(r)); });
+  engine->submit(by_name, [&](Response r) { results.push_back(std::move(r)); });
+
+  bool fired = false;
+  double queued_meanwhile = -1;
+  boost::asio::steady_timer timer(io);
+  timer.expires_after(20ms);
+  timer.async_wait([&](const boost::system::error_code&) {
+    fired = true;
+    queued_meanwhile = gauge(*engine, "ibfabric_mad_queued");
+    EXPECT_TRUE(results.empty());
+    gate->release();
+  });
+  io.run();
+
+  EXPECT_TRUE(fired);
+  EXPECT_EQ(queued_meanwhile, 2);
+  ASSERT_EQ(results.size(), 2u);
+  for (const auto& r : results) {
+    EXPECT_EQ(r.status, Status::port_unavailable);
+    EXPECT_EQ(r.error, "fake open of fake0 failed");
+  }
+  EXPECT_EQ(gate->count(), 1);
+  EXPECT_EQ(gauge(*engine, "ibfabric_mad_queued"), 0);
+  EXPECT_EQ(engine->default_port(), (PortAddress{"fake0", 1}));
+  EXPECT_EQ(*resolves, 1);
+
+  // Within the reopen backoff: the same error, no second open.
+  results.clear();
+  engine->submit(by_name, [&](Response r) { results.push_back(std::move(r)); });
+  io.restart();
+  io.run();
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, Status::port_unavailable);
+  EXPECT_EQ(results[0].error, "fake open of fake0 failed");
+  EXPECT_EQ(gate->count(), 1);
+}
+
+// An open past its deadline fails what waits for it; until it returns, no second open starts
+// (one stuck thread, not one per attempt), and once it has, the next attempt opens again.
+TEST(Engine, AnOpenPastItsDeadlineHoldsOneThread) {
+  boost::asio::io_context io;
+  auto gate = std::make_shared<Gate>();
+  EngineConfig config;
+  config.reopen_backoff = 1ms;
+  config.reopen_backoff_max = 1ms;
+  auto engine = std::make_shared<detail::EngineImpl>(
+      io, config, blocking_ops(gate, std::make_shared<int>(0)), 50ms);
+  std::vector<Response> results;
+  auto req = Request::smp_get(Destination::to_lid(1), IB_ATTR_NODE_INFO);
+  req.via = {"fake0", 1};
+  engine->submit(req, [&](Response r) { results.push_back(std::move(r)); });
+  io.run();  // the deadline's timer ends it
+  ASSERT_EQ(results.size(), 1u);
+  EXPECT_EQ(results[0].status, Status::port_unavailable);
+  EXPECT_NE(results[0].error.find("did not finish within 0.050s"), std::string::npos)
+      << results[0].error;
+
+  std::this_thread::sleep_for(5ms);  // past the backoff
+  engine->submit(req, [&](Response r) { results.push_back(std::move(r)); });
+  io.restart();
+  io.run();
+  ASSERT_EQ(results.size(), 2u);
+  EXPECT_EQ(results[1].status, Status::port_unavailable);
+  EXPECT_NE(results[1].error.find("no new attempt starts until it returns"), std::string::npos)
+      << results[1].error;
+  EXPECT_EQ(gate->count(), 1);
+
+  gate->release();
+  // The stuck worker returns, its late answer is dropped and its slot frees: then the next
+  // attempt opens again (a bounded wait for that, not a timing assert).
+  for (int i = 0; i < 5000; ++i) {
+    std::this_thread::sleep_for(2ms);  // past the backoff, and time for the worker to end
+    results.resize(2);
+    engine->submit(req, [&](Response r) { results.push_back(std::move(r)); });
+    io.restart();
+    io.run();
+    ASSERT_EQ(results.size(), 3u);
+    if (results[2].error.find("no new attempt") == std::string::npos) break;
+  }
+  EXPECT_EQ(results[2].error, "fake open of fake0 failed");
+  EXPECT_EQ(gate->count(), 2);
 }
 
 }  // namespace
