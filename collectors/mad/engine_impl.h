@@ -92,12 +92,6 @@ inline std::string errno_text(int err) { return std::strerror(err < 0 ? -err : e
 inline std::uint8_t* mutable_bytes(const std::uint8_t* p) { return const_cast<std::uint8_t*>(p); }
 
 // libibumad's umad_init(), once per process; false when it failed (logged once).
-// Held by every worker call into libibumad that reads sysfs or opens a device (listing the
-// ports, resolving and opening one); only ever taken off the loop, so a call stuck on the
-// firmware holds back other such calls (each bounded by its own deadline), never the loop.
-// One at a time because ibsim's shim, which the tests run under, rewrites the paths of
-// open() in state shared by all threads; on a host they are a few small reads anyway.
-std::mutex& umad_calls_mutex();
 bool init_umad();
 
 // libibumad's blocking part of finding and opening a port: sysfs reads (umad_get_port) and

@@ -34,15 +34,9 @@ bool init_umad() {
 
 using detail::init_umad;
 
-std::mutex& detail::umad_calls_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
 std::vector<LocalPort> list_local_ports() {
   std::vector<LocalPort> out;
   if (!init_umad()) return out;
-  std::lock_guard lock(detail::umad_calls_mutex());
   char names[UMAD_MAX_DEVICES][UMAD_CA_NAME_LEN];
   int n = umad_get_cas_names(names, UMAD_MAX_DEVICES);
   for (int i = 0; i < n; ++i) {

@@ -9,7 +9,6 @@ PortOps PortOps::umad() {
   PortOps ops;
   ops.resolve = [](const std::string& ca, int port) -> std::optional<PortAddress> {
     if (!init_umad()) return std::nullopt;
-    std::lock_guard lock(umad_calls_mutex());
     umad_port_t info{};
     if (umad_get_port(ca.empty() ? nullptr : ca.c_str(), port, &info) < 0) return std::nullopt;
     PortAddress addr{info.ca_name, info.portnum};
@@ -22,7 +21,6 @@ PortOps PortOps::umad() {
       out.error = "umad_init failed";
       return out;
     }
-    std::lock_guard lock(umad_calls_mutex());
     int portid = umad_open_port(addr.ca.c_str(), addr.port);
     if (portid < 0) {
       out.error = "umad_open_port " + addr.ca + " port " + std::to_string(addr.port) + ": " +

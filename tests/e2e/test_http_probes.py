@@ -2,8 +2,9 @@
 
 - healthy answers 200 from the event loop; HEAD works, POST is refused;
 - ready answers 200 once every enabled collector has published (here sysfs on a fixture tree
-  and sriov, both published before the daemon answers its first scrape), and /metrics shows
-  both collectors' health, so "ready" is not an answer made up before collection;
+  and sriov, which run on workers and may publish after the first scrape: the test waits for
+  ready), and /metrics then shows both collectors' health, so "ready" is not an answer made up
+  before collection;
 - with basic auth on (the shipped example web config, TLS with a self-signed certificate), both
   paths answer without credentials while /metrics and every other path still get 401.
 
@@ -17,6 +18,7 @@ import shutil
 import ssl
 import subprocess
 import tempfile
+import time
 import unittest
 
 from ibfabric_testlib import Daemon, find_sample, fixture, http_get, parse_exposition, source_dir
@@ -28,15 +30,20 @@ class HttpProbesTest(unittest.TestCase):
     def test_healthy_and_ready(self):
         with Daemon(["--sysfs-root", fixture("sysfs", "cx7-ndr"), "--no-collector.ports",
                      "--no-collector.sm"]) as d:
+            status, headers, body = http_get(d.url + "/-/healthy")
+            self.assertEqual((status, body), (200, "ibfabricd is healthy.\n"))
+            self.assertTrue(headers["Content-Type"].startswith("text/plain"))
+            deadline = time.monotonic() + 20
+            while True:
+                status, _, body = http_get(d.url + "/-/ready")
+                if status == 200 or time.monotonic() > deadline:
+                    break
+                time.sleep(0.05)
+            self.assertEqual((status, body), (200, "ibfabricd is ready.\n"))
             samples = parse_exposition(d.scrape())
             for collector in ("sysfs", "sriov"):
                 self.assertIsNotNone(find_sample(samples, "ibfabric_collector_success",
                                                  collector=collector))
-            status, headers, body = http_get(d.url + "/-/healthy")
-            self.assertEqual((status, body), (200, "ibfabricd is healthy.\n"))
-            self.assertTrue(headers["Content-Type"].startswith("text/plain"))
-            status, _, body = http_get(d.url + "/-/ready")
-            self.assertEqual((status, body), (200, "ibfabricd is ready.\n"))
 
             conn = http.client.HTTPConnection("127.0.0.1", d.port, timeout=10)
             conn.request("HEAD", "/-/healthy")
