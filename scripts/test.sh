@@ -29,13 +29,13 @@ sanitized_suite() {
   # over-read of its own (tests/sanitizers/asan.supp).
   # Resident memory is not compared in sanitized runs (IBFABRIC_SANITIZED): ASan's quarantine
   # keeps freed memory; LeakSanitizer checks for leaks at every exit instead.
-  IBFABRIC_SANITIZED=1 \
-  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$reports/asan:suppressions=$root/tests/sanitizers/asan.supp" \
-  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
   # TSan symbolizes nothing in-process (symbolize=0; suppressions match module names, which it
   # still knows): symbolizing even a suppressed report stalls the reporting thread for seconds,
   # and the MAD receiver thread stalled like that failed 100 ms timeouts in test_ports.
   # Reports are symbolized after the suite instead (scripts/symbolize_report.py).
+  IBFABRIC_SANITIZED=1 \
+  ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$reports/asan:suppressions=$root/tests/sanitizers/asan.supp" \
+  UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
   TSAN_OPTIONS="symbolize=0:halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan:suppressions=$root/tests/sanitizers/tsan.supp" \
     ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 900
   if compgen -G "$reports/*" >/dev/null; then
