@@ -78,4 +78,21 @@ void PortListing::list(Done done) {
   if (!error.empty()) s.finish(id, std::nullopt, std::move(error));
 }
 
+void collect_with_ports(ClientHandle& mad, PortListing& listing, Collector::Done done,
+                        std::function<void(std::vector<LocalPort>, Collector::Done)> pass) {
+  if (!mad.engine()) {
+    done(CollectResult{{}, false, "no MAD engine"});
+    return;
+  }
+  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
+  listing.list([done = std::move(done), pass = std::move(pass)](
+                   std::optional<std::vector<LocalPort>> ports, std::string error) mutable {
+    if (!ports) {
+      done(CollectResult{{}, false, std::move(error)});
+      return;
+    }
+    pass(std::move(*ports), std::move(done));
+  });
+}
+
 }  // namespace ibfabric::mad

@@ -6,6 +6,7 @@
 // most one is outstanding per PortListing: until one that passed its deadline returns, every
 // list() fails at once with the same error (so the run fails, and the runner logs it once).
 
+#include "collectors/collector.h"
 #include "collectors/mad/engine.h"
 #include "collectors/off_loop.h"
 
@@ -47,5 +48,11 @@ class PortListing {
   struct State;
   std::shared_ptr<State> state_;
 };
+
+// A MAD collector's collect() that needs the local ports first (ports, sm): without an
+// engine, or when the listing fails, the run fails with the reason; otherwise `pass` gets the
+// ports and the run's `done`, on the loop.
+void collect_with_ports(ClientHandle& mad, PortListing& listing, Collector::Done done,
+                        std::function<void(std::vector<LocalPort>, Collector::Done)> pass);
 
 }  // namespace ibfabric::mad

@@ -353,19 +353,10 @@ SmCollector::SmCollector(boost::asio::io_context& io,
       errors_("sm") {}
 
 void SmCollector::collect(Done done) {
-  if (!mad_.engine()) {
-    done(CollectResult{{}, false, "no MAD engine"});
-    return;
-  }
-  // Listed off the loop: libibumad's sysfs reads can block on the HCA.
-  listing_.list([this, done = std::move(done)](std::optional<std::vector<mad::LocalPort>> ports,
-                                               std::string error) mutable {
-    if (!ports) {
-      done(CollectResult{{}, false, std::move(error)});
-      return;
-    }
-    std::make_shared<Pass>(*this, std::move(done), std::move(*ports))->start();
-  });
+  mad::collect_with_ports(
+      mad_, listing_, std::move(done), [this](std::vector<mad::LocalPort> ports, Done done) {
+        std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
+      });
 }
 
 CollectorSpec spec() {
