@@ -20,19 +20,12 @@ FRAME = re.compile(r"^(\s*#\d+ )<null> <null> \(([^()+\s]+)\+(0x[0-9a-f]+)\)\s*$
 LIB_DIRS = ["/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/usr/lib", "/lib"]
 
 
-def find_module(name, build_dir, cache):
-    if name in cache:
-        return cache[name]
-    path = None
+def find_module(name, build_dir):
     for top in [build_dir] + LIB_DIRS:
         for dirpath, _, files in os.walk(top):
             if name in files:
-                path = os.path.join(dirpath, name)
-                break
-        if path:
-            break
-    cache[name] = path
-    return path
+                return os.path.join(dirpath, name)
+    return None
 
 
 def symbolize(module, offsets):
@@ -57,10 +50,9 @@ def main():
             m = FRAME.match(line)
             if m:
                 wanted.setdefault(m.group(2), set()).add(m.group(3))
-    cache = {}
     names = {}
     for module, offsets in wanted.items():
-        path = find_module(module, build_dir, cache)
+        path = find_module(module, build_dir)
         if not path:
             continue
         # addr2line wants an address inside the call, not the return address after it.
