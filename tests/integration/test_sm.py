@@ -65,59 +65,31 @@ class SmTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        f = SimFabric(TOPOLOGY, name="sm", start_sm=False)
-        f.start()
-        cls.fabric = f
+        # The master lists the standby in the SA only once a heavy sweep has found it (IsSM in
+        # its PortInfo, then SMInfo). The standby's trap 144 should start that sweep, and
+        # SIGHUP starts one (opensm(8)); yet in CI a master sometimes never swept again after
+        # its first "SUBNET UP" (the traps logged, no sweep for 75 s, in the TSan suite with
+        # nothing else running). That is opensm under the simulator, before the daemon runs:
+        # the whole fabric is set up again, at most 3 attempts, each printing why it failed.
+        for attempt in range(1, 4):
+            f = SimFabric(TOPOLOGY, name="sm", start_sm=False)
+            f.start()
+            cls.fabric = f
+            try:
+                why = cls.start_sms()
+            except BaseException:
+                f.close()
+                raise
+            if why is None:
+                break
+            f.close()
+            if attempt == 3:
+                raise AssertionError("standby SM not listed by the SA in 3 fabrics; the last:\n"
+                                     + why)
+            print("test_sm: attempt %d: %s\nsetting the fabric up again" % (attempt, why),
+                  file=sys.stderr)
+        f = cls.fabric
         try:
-            conf = os.path.join(f.workdir, "opensm.conf")
-            with open(conf, "w") as out:
-                out.write(OPENSM_CONF)
-            # The master first, so that the standby finds it in its discovery.
-            cls.master = f.spawn("opensm-master", ["opensm", "-F", conf, "-p", "10", "-f",
-                                                   os.path.join(f.workdir, "master.osm")],
-                                 host=MASTER_HOST)
-            f.wait_ready(hosts=[HOST])
-            cls.standby = cls.spawn_standby(conf)
-            cls.master_lid = cls.lid_of(MASTER_HOST)
-            cls.standby_lid = cls.lid_of(STANDBY_HOST)
-            # Until the master has polled the standby, the SA does not list it. The master
-            # finds a new SM in a heavy sweep, which the standby's trap 144 (IsSM set) should
-            # start but, on a busy machine, does not always: SIGHUP starts one (opensm(8)).
-            # Once in CI even 60 s of SIGHUPs did not: a standby that the master has not found
-            # in 25 s is started again (a new IsSM and trap 144), at most twice.
-            start = time.monotonic()
-            next_hup = start + 3
-            next_restart = start + 25
-            restarts = 0
-            while True:
-                if time.monotonic() > next_hup:
-                    os.kill(cls.master.pid, signal.SIGHUP)
-                    next_hup = time.monotonic() + 3
-                sa = f.run_tool(["saquery", "SMIR"], host=HOST, check=False).stdout
-                if sminfo(f, cls.standby_lid)[4] == 2 and "LID...................%d" % \
-                        cls.standby_lid in sa:
-                    break
-                if time.monotonic() > next_restart:
-                    if restarts == 2:
-                        raise AssertionError(
-                            "standby SM not listed by the SA after %.0fs and %d restarts:\n%s\n"
-                            "sminfo: %s\nportinfo %d: %s\nmaster log:\n%s\n%s"
-                            % (time.monotonic() - start, restarts, sa,
-                               f.run_tool(["sminfo"], host=HOST, check=False).stdout,
-                               cls.standby_lid,
-                               f.run_tool(["smpquery", "portinfo", str(cls.standby_lid)],
-                                          host=HOST, check=False).stdout,
-                               cls.master_log_tail(), f.diagnostics()))
-                    print("test_sm: the master has not listed the standby in 25 s; portinfo "
-                          "of the standby:\n%s\nmaster log:\n%s\nstarting the standby again"
-                          % (f.run_tool(["smpquery", "portinfo", str(cls.standby_lid)],
-                                        host=HOST, check=False).stdout,
-                             cls.master_log_tail()), file=sys.stderr)
-                    cls.standby.stop()
-                    cls.standby = cls.spawn_standby(conf)
-                    restarts += 1
-                    next_restart = time.monotonic() + 25
-                time.sleep(0.2)
             # The standby's node is named by a node-name-map; the master's is not (its
             # NodeDescription names it).
             standby_node = parse_dotted(f.run_tool(["smpquery", "nodeinfo", str(cls.standby_lid)],
@@ -151,11 +123,40 @@ class SmTest(unittest.TestCase):
         cls.fabric.close()
 
     @classmethod
-    def spawn_standby(cls, conf):
-        return cls.fabric.spawn("opensm-standby",
-                                ["opensm", "-F", conf, "-p", "5", "-f",
-                                 os.path.join(cls.fabric.workdir, "standby.osm")],
-                                host=STANDBY_HOST)
+    def start_sms(cls):
+        """Starts the master, then the standby; None once the SA lists the standby, else what
+        was seen after 25 s of SIGHUPs every 3 s."""
+        f = cls.fabric
+        conf = os.path.join(f.workdir, "opensm.conf")
+        with open(conf, "w") as out:
+            out.write(OPENSM_CONF)
+        # The master first, so that the standby finds it in its discovery.
+        cls.master = f.spawn("opensm-master", ["opensm", "-F", conf, "-p", "10", "-f",
+                                               os.path.join(f.workdir, "master.osm")],
+                             host=MASTER_HOST)
+        f.wait_ready(hosts=[HOST])
+        cls.standby = f.spawn("opensm-standby", ["opensm", "-F", conf, "-p", "5", "-f",
+                                                 os.path.join(f.workdir, "standby.osm")],
+                              host=STANDBY_HOST)
+        cls.master_lid = cls.lid_of(MASTER_HOST)
+        cls.standby_lid = cls.lid_of(STANDBY_HOST)
+        deadline = time.monotonic() + 25
+        next_hup = time.monotonic() + 3
+        while True:
+            if time.monotonic() > next_hup:
+                os.kill(cls.master.pid, signal.SIGHUP)
+                next_hup = time.monotonic() + 3
+            sa = f.run_tool(["saquery", "SMIR"], host=HOST, check=False).stdout
+            if sminfo(f, cls.standby_lid)[4] == 2 and "LID...................%d" % \
+                    cls.standby_lid in sa:
+                return None
+            if time.monotonic() > deadline:
+                return ("SA: %s\nsminfo: %s\nportinfo %d: %s\nmaster log:\n%s"
+                        % (sa, f.run_tool(["sminfo"], host=HOST, check=False).stdout,
+                           cls.standby_lid,
+                           f.run_tool(["smpquery", "portinfo", str(cls.standby_lid)],
+                                      host=HOST, check=False).stdout, cls.master_log_tail()))
+            time.sleep(0.2)
 
     @classmethod
     def master_log_tail(cls, lines=40):
