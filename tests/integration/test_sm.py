@@ -67,10 +67,10 @@ class SmTest(unittest.TestCase):
     def setUpClass(cls):
         # The master lists the standby in the SA only once a heavy sweep has found it (IsSM in
         # its PortInfo, then SMInfo). The standby's trap 144 should start that sweep, and
-        # SIGHUP starts one (opensm(8)); yet in CI a master sometimes never swept again after
-        # its first "SUBNET UP" (the traps logged, no sweep for 75 s, in the TSan suite with
-        # nothing else running). That is opensm under the simulator, before the daemon runs:
-        # the whole fabric is set up again, at most 3 attempts, each printing why it failed.
+        # SIGHUP starts one (opensm(8)); yet in CI a master sometimes never listed it (its log
+        # held nothing after the standby's traps for 75 s, in the TSan suite with nothing else
+        # running). That is opensm under the simulator, before the daemon runs: the whole
+        # fabric is set up again, at most 3 attempts, each printing why it failed.
         for attempt in range(1, 4):
             f = SimFabric(TOPOLOGY, name="sm", start_sm=False)
             f.start()
