@@ -151,11 +151,12 @@ class SmTest(unittest.TestCase):
                     cls.standby_lid in sa:
                 return None
             if time.monotonic() > deadline:
-                return ("SA: %s\nsminfo: %s\nportinfo %d: %s\nmaster log:\n%s"
+                return ("SA: %s\nsminfo: %s\nportinfo %d: %s\nmaster log:\n%s\n%s"
                         % (sa, f.run_tool(["sminfo"], host=HOST, check=False).stdout,
                            cls.standby_lid,
                            f.run_tool(["smpquery", "portinfo", str(cls.standby_lid)],
-                                      host=HOST, check=False).stdout, cls.master_log_tail()))
+                                      host=HOST, check=False).stdout, cls.master_log_tail(),
+                           f.diagnostics()))
             time.sleep(0.2)
 
     @classmethod
