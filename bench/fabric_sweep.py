@@ -21,6 +21,12 @@ In one run, on one fabric, alternating every round, it times:
 Then the daemon with the default engine config (rate limit 2000 MADs/s). Prints medians,
 MADs per second and ratios.
 
+And the floor under `--once`: ibsim serves one MAD at a time on one thread, so no client can
+finish before ibsim has spent its CPU time on that client's MADs (read from
+/proc/IBSIM/schedstat around each --once run and each ibqueryerrors run), nor before a shim
+process has started: `sminfo` (one MAD) is timed as the smallest such process. The floor is
+their sum; ibqueryerrors / floor is the most any client sending --once's MADs could gain.
+
     bench/fabric_sweep.py [--build build] [--rounds 5] [--perfquery-sample 200]
 """
 
@@ -157,6 +163,19 @@ def run_client(fabric, client_bin, targets, count):
     return best
 
 
+def cpu_seconds(pid):
+    """CPU time of process `pid` so far (/proc/PID/schedstat: nanoseconds on a CPU)."""
+    with open("/proc/%d/schedstat" % pid) as f:
+        return int(f.read().split()[0]) / 1e9
+
+
+def with_ibsim_cpu(fabric, action):
+    """(action's result, ibsim's CPU seconds while it ran)."""
+    before = cpu_seconds(fabric.ibsim.pid)
+    result = action()
+    return result, cpu_seconds(fabric.ibsim.pid) - before
+
+
 def run_timed(fabric, args):
     start = time.monotonic()
     r = fabric.run_tool(args, host=HOST, check=False, timeout=300)
@@ -199,7 +218,7 @@ def main():
         print("fabric: %d switches, %d switch ports; %d rounds" % (len(sw), len(ports), a.rounds))
 
         res = {k: [] for k in ("d_wall", "d_coll", "d_sweep", "d_disc", "iqe", "pq", "cl",
-                               "st_sweep", "cl_st")}
+                               "st_sweep", "cl_st", "d_ibsim", "iqe_ibsim", "sminfo")}
         steady_mads = None
         mads = None
         # How many MADs each contender sends, measured once (outside the timed rounds).
@@ -213,7 +232,8 @@ def main():
               "ibqueryerrors %d, one perfquery -x %d" % (HOST, counter.baseline, sent["daemon"],
                                                          sent["ibqueryerrors"], sent["perfquery"]))
         for rnd in range(a.rounds):
-            d = run_daemon(f, daemon_bin, unlimited)
+            d, ibsim_cpu = with_ibsim_cpu(f, lambda: run_daemon(f, daemon_bin, unlimited))
+            res["d_ibsim"].append(ibsim_cpu)
             if d["failed"] or d["ports"] != len(ports):
                 print("warning: daemon swept %d ports, %d failed" % (d["ports"], d["failed"]))
             mads = d["sweep_mads"]
@@ -222,10 +242,15 @@ def main():
             res["d_sweep"].append(d["sweep"])
             res["d_disc"].append(d["discovery"])
 
-            t, r = run_timed(f, ["ibqueryerrors"])
+            (t, r), ibsim_cpu = with_ibsim_cpu(f, lambda: run_timed(f, ["ibqueryerrors"]))
             if "ports checked" not in r.stdout:
                 raise RuntimeError("ibqueryerrors failed: " + r.stderr[-1000:])
             res["iqe"].append(t)
+            res["iqe_ibsim"].append(ibsim_cpu)
+            t, r = run_timed(f, ["sminfo"])
+            if r.returncode != 0:
+                raise RuntimeError("sminfo failed: " + r.stderr[-1000:])
+            res["sminfo"].append(t)
 
             sample = rng.sample(ports, min(a.perfquery_sample, len(ports)))
             start = time.monotonic()
@@ -278,6 +303,13 @@ def main():
     print("  daemon --once sweep / minimal client (same MADs): %.2fx" % (med["d_sweep"] / med["cl"]))
     print("  daemon steady sweep / minimal client (same MADs): %.2fx" % (
         med["st_sweep"] / med["cl_st"]))
+    floor = med["d_ibsim"] + med["sminfo"]
+    print("floor under --once (ibsim is one thread):")
+    print("  ibsim CPU per --once run %.3fs, per ibqueryerrors run %.3fs; sminfo process %.3fs"
+          % (med["d_ibsim"], med["iqe_ibsim"], med["sminfo"]))
+    print("  --once cannot take less than %.3fs: ibqueryerrors / floor %.2fx (measured "
+          "ibqueryerrors / --once process %.2fx)" % (floor, med["iqe"] / floor,
+                                                     med["iqe"] / med["d_wall"]))
     sweep_default = statistics.median(d["sweep"] for d in dflt)
     coll_default = statistics.median(d["collector"] for d in dflt)
     st_default = statistics.median(x[0] for x in dflt_steady)
