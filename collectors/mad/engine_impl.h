@@ -28,7 +28,6 @@
 #include <deque>
 #include <map>
 #include <mutex>
-#include <set>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -183,8 +182,6 @@ struct ServiceEntry {
   std::uint64_t dropped = 0;
 };
 
-struct DestQueue;
-
 struct Pending {
   Request req;
   Callback callback;
@@ -192,15 +189,13 @@ struct Pending {
   std::weak_ptr<void> owner;
   PortAddress port;  // resolved
   std::string dest_key;
-  // Its destination's queue while in flight (in_flight counts it, so the queue is not erased).
-  DestQueue* dest = nullptr;
   int attempts = 0;
   int max_attempts = 1;
   std::chrono::milliseconds timeout{0};
   std::uint32_t tid = 0;
   Clock::time_point sent_at{};
-  Clock::time_point deadline{};     // of the attempt in flight
   Clock::time_point answered_at{};  // when the receiver thread read the answer
+  std::unique_ptr<boost::asio::steady_timer> timer;
   bool owner_gone() const { return has_owner && owner.expired(); }
 };
 using PendingPtr = std::unique_ptr<Pending>;
@@ -221,7 +216,6 @@ struct OffLoopCall {
 inline bool OpenPort::is_opening() const { return opening && opening->waiting; }
 
 struct DestQueue {
-  std::string key;  // in EngineImpl::dests_
   std::deque<PendingPtr> queue;
   int in_flight = 0;
   bool ready = false;  // listed in EngineImpl::ready_
@@ -267,27 +261,20 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
  private:
   // scheduler.cpp
   std::optional<std::string> refusal(const Request& r) const;
-  void mark_ready(DestQueue& dq);
+  void mark_ready(DestQueue& dq, const std::string& key);
   bool take_token();
   void arm_rate_timer();
   void pump();
-  void maybe_erase(DestQueue& dq);
-  // The queue of destination `key`, made when missing.
-  DestQueue& queue_for(const std::string& key);
+  void maybe_erase(std::map<std::string, DestQueue>::iterator it);
   void send(PendingPtr p, DestQueue& dq);
   // Takes the in-flight request `tid` out and frees its slots.
   PendingPtr take_in_flight(std::uint32_t tid);
-  // One timer for every attempt in flight, set to the earliest deadline: an answer only takes
-  // its entry out of deadlines_ (no timer to cancel per MAD).
-  void arm_timeout_timer(Clock::time_point at);
-  void on_timeout_timer();
+  void on_attempt_timeout(std::uint32_t tid);
   void retry_or_fail(PendingPtr p, Status status, std::string error);
   // Every request ends here exactly once. The callback runs from the loop, never inside
-  // submit(), and is dropped if its Client or the engine is gone by then. `post` false runs it
-  // before finish() returns: only for a caller that is a handler of its own (on_receive), not
-  // inside submit() or pump().
+  // submit(), and is dropped if its Client or the engine is gone by then.
   void finish(PendingPtr p, Status status, std::string error, std::vector<std::uint8_t> mad = {},
-              std::uint16_t mad_status = 0, bool post = true);
+              std::uint16_t mad_status = 0);
 
   // Queues `p` for its destination on the open `port` (the caller pumps).
   void enqueue(PendingPtr p, OpenPort& port);
@@ -339,15 +326,9 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   std::map<PortAddress, PortAddress> resolved_;
   std::map<PortAddress, std::unique_ptr<OffLoopCall>> resolving_;
   std::uint64_t generations_ = 0;
-  std::map<std::string, DestQueue> dests_;  // a node's address is stable: ready_ points at it
-  std::deque<DestQueue*> ready_;            // destinations with queued work and a free slot
+  std::map<std::string, DestQueue> dests_;
+  std::deque<std::string> ready_;  // destinations with queued work and a free slot
   std::unordered_map<std::uint32_t, PendingPtr> in_flight_;
-  std::set<std::pair<Clock::time_point, std::uint32_t>> deadlines_;  // (deadline, tid) in flight
-  boost::asio::steady_timer timeout_timer_;
-  bool timeout_timer_armed_ = false;
-  Clock::time_point timeout_timer_at_{};
-  std::uint64_t breaks_ = 0;               // ports broken so far (pump checks it after send)
-  std::vector<std::uint8_t> send_buffer_;  // one umad at a time, on the loop
   int in_flight_total_ = 0;
   std::size_t queued_ = 0;
   std::uint32_t next_tid_ = 1;

@@ -44,7 +44,6 @@ EngineImpl::EngineImpl(boost::asio::io_context& io, EngineConfig config, PortOps
       io_(io),
       ops_(std::move(ops)),
       open_deadline_(open_deadline),
-      timeout_timer_(io),
       rate_timer_(io) {
   tokens_ = config_.rate_burst;
   refilled_at_ = Clock::now();
@@ -335,7 +334,6 @@ void EngineImpl::broken(const PortAddress& addr, const std::string& error) {
   OpenPort& port = pit->second;
   close_port(port);
   port_failed(port, error);
-  ++breaks_;
   std::erase_if(resolved_, [&](const auto& entry) { return entry.second == addr; });
   // Everything pending on this port fails now rather than timing out one by one.
   std::vector<std::uint32_t> tids;
@@ -345,8 +343,8 @@ void EngineImpl::broken(const PortAddress& addr, const std::string& error) {
   for (auto tid : tids) {
     if (auto p = take_in_flight(tid)) finish(std::move(p), Status::port_error, error);
   }
-  for (auto& [key, dq] : dests_) {
-    auto& q = dq.queue;
+  for (auto it = dests_.begin(); it != dests_.end();) {
+    auto& q = it->second.queue;
     for (auto qi = q.begin(); qi != q.end();) {
       if ((*qi)->port == addr) {
         auto p = std::move(*qi);
@@ -357,10 +355,13 @@ void EngineImpl::broken(const PortAddress& addr, const std::string& error) {
         ++qi;
       }
     }
+    if (q.empty() && it->second.in_flight == 0) {
+      it->second.ready = false;
+      it = dests_.erase(it);
+    } else {
+      ++it;
+    }
   }
-  auto idle = [](const DestQueue& dq) { return dq.queue.empty() && dq.in_flight == 0; };
-  std::erase_if(ready_, [&](const DestQueue* dq) { return idle(*dq); });
-  std::erase_if(dests_, [&](const auto& entry) { return idle(entry.second); });
 }
 
 void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineImpl> engine,
@@ -368,41 +369,18 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
                               std::uint64_t generation) {
   std::size_t capacity = kMinRecvBuffer;
   std::vector<std::uint8_t> buf(umad_size() + capacity);
-  // Answers read but not yet handed to the loop. After one answer the receiver looks for more
-  // without waiting and hands over all it found in one post: a sweep's answers queue up while
-  // the loop sends, and each post can wake the loop (a syscall on both threads).
-  std::vector<Arrival> batch;
-  constexpr std::size_t kMaxBatch = 64;
-  auto flush = [&] {
-    if (batch.empty()) return;
-    boost::asio::post(io, [engine, addr, generation, batch = std::move(batch)]() mutable {
-      for (auto& arrival : batch) {
-        auto e = engine.lock();
-        if (!e) return;
-        e->on_receive(addr, generation, std::move(arrival));
-      }
-    });
-    batch.clear();
-  };
   // Once stopped, the receiver still reads until the wake-up answer (close_port) is in, or one
   // slice passes: an answer reaching the simulator's shim after the descriptor closed crashes
   // the process (its receiver thread dereferences the freed queue).
   bool slice_after_stop = false;
   for (;;) {
-    if (receiver->stop.load() && (receiver->wake_tid.load() == 0 || slice_after_stop)) {
-      flush();
-      return;
-    }
+    if (receiver->stop.load() && (receiver->wake_tid.load() == 0 || slice_after_stop)) return;
     bool stopping = receiver->stop.load();
     int length = static_cast<int>(capacity);
-    int rc = umad_recv(receiver->portid, buf.data(), &length, batch.empty() ? kRecvSliceMs : 0);
+    int rc = umad_recv(receiver->portid, buf.data(), &length, kRecvSliceMs);
     if (rc < 0) {
       int err = -rc;
       if (err == ETIMEDOUT || err == EAGAIN || err == EINTR) {
-        if (!batch.empty()) {
-          flush();  // nothing more queued: a look, not a slice
-          continue;
-        }
         slice_after_stop = slice_after_stop || stopping;
         continue;
       }
@@ -413,7 +391,6 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
         buf.assign(umad_size() + capacity, 0);
         continue;
       }
-      flush();
       if (receiver->stop.load()) return;
       boost::asio::post(io, [engine, addr, generation, error = "umad_recv: " + errno_text(err)] {
         if (auto e = engine.lock()) e->on_port_broken(addr, generation, error);
@@ -430,13 +407,13 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
     if (receiver->stop.load() && receiver->wake_tid.load() != 0 &&
         static_cast<std::uint32_t>(mad_get_field64(mad, 0, IB_MAD_TRID_F)) ==
             receiver->wake_tid.load()) {
-      flush();
       return;
     }
     std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(length, 0)), capacity);
     arrival.bytes.assign(mad, mad + n);
-    batch.push_back(std::move(arrival));
-    if (batch.size() >= kMaxBatch) flush();
+    boost::asio::post(io, [engine, addr, generation, arrival = std::move(arrival)]() mutable {
+      if (auto e = engine.lock()) e->on_receive(addr, generation, std::move(arrival));
+    });
   }
 }
 
@@ -522,10 +499,8 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, Arrival 
   auto status = static_cast<std::uint16_t>(req.mgmt_class == IB_SMI_DIRECT_CLASS
                                                ? mad_get_field(bytes.data(), 0, IB_DRSMP_STATUS_F)
                                                : mad_get_field(bytes.data(), 0, IB_MAD_STATUS_F));
-  // This is a handler of its own (posted by the receiver thread): the callback runs now, not
-  // through another post.
   if (status == 0) {
-    finish(std::move(p), Status::ok, {}, std::move(bytes), 0, false);
+    finish(std::move(p), Status::ok, {}, std::move(bytes));
   } else if ((status & IB_MAD_STS_BUSY) != 0 && p->attempts < p->max_attempts) {
     cc.errors["busy"]++;
     retry_or_fail(std::move(p), Status::mad_status, "busy");
@@ -534,7 +509,7 @@ void EngineImpl::on_receive(PortAddress addr, std::uint64_t generation, Arrival 
     char text[64];
     std::snprintf(text, sizeof text, "MAD status 0x%04x from ", status);
     std::string error = text + p->req.to.to_string();
-    finish(std::move(p), Status::mad_status, std::move(error), std::move(bytes), status, false);
+    finish(std::move(p), Status::mad_status, std::move(error), std::move(bytes), status);
   }
   pump();
 }

@@ -76,16 +76,10 @@ void EngineImpl::enqueue(PendingPtr p, OpenPort& port) {
     }
   }
   p->dest_key = port.addr.ca + "/" + std::to_string(port.addr.port) + "/" + p->req.to.to_string();
-  auto& dq = queue_for(p->dest_key);
-  dq.queue.push_back(std::move(p));
+  auto dit = dests_.try_emplace(p->dest_key).first;
+  dit->second.queue.push_back(std::move(p));
   ++queued_;
-  mark_ready(dq);
-}
-
-DestQueue& EngineImpl::queue_for(const std::string& key) {
-  auto [it, added] = dests_.try_emplace(key);
-  if (added) it->second.key = key;
-  return it->second;
+  mark_ready(dit->second, dit->first);
 }
 
 void EngineImpl::fail_parked(OffLoopCall& call, const std::string& error) {
@@ -116,12 +110,12 @@ std::optional<std::string> EngineImpl::refusal(const Request& r) const {
   return std::nullopt;
 }
 
-void EngineImpl::mark_ready(DestQueue& dq) {
+void EngineImpl::mark_ready(DestQueue& dq, const std::string& key) {
   if (dq.ready || dq.queue.empty() || dq.in_flight >= config_.max_in_flight_per_destination) {
     return;
   }
   dq.ready = true;
-  ready_.push_back(&dq);
+  ready_.push_back(key);
 }
 
 bool EngineImpl::take_token() {
@@ -152,7 +146,13 @@ void EngineImpl::arm_rate_timer() {
 
 void EngineImpl::pump() {
   while (!ready_.empty() && in_flight_total_ < config_.max_in_flight) {
-    auto& dq = *ready_.front();
+    std::string key = ready_.front();
+    auto it = dests_.find(key);
+    if (it == dests_.end()) {
+      ready_.pop_front();
+      continue;
+    }
+    auto& dq = it->second;
     // Requests of a destroyed Client are dropped without spending a token.
     while (!dq.queue.empty() && dq.queue.front()->owner_gone()) {
       auto gone = std::move(dq.queue.front());
@@ -163,7 +163,7 @@ void EngineImpl::pump() {
     if (dq.queue.empty() || dq.in_flight >= config_.max_in_flight_per_destination) {
       ready_.pop_front();
       dq.ready = false;
-      maybe_erase(dq);
+      maybe_erase(it);
       continue;
     }
     if (!take_token()) {
@@ -175,19 +175,19 @@ void EngineImpl::pump() {
     auto p = std::move(dq.queue.front());
     dq.queue.pop_front();
     --queued_;
-    auto breaks = breaks_;
     send(std::move(p), dq);
-    // A send that broke the port emptied its queues and erased the idle ones, `dq` among them.
-    if (breaks_ != breaks) continue;
-    mark_ready(dq);
-    maybe_erase(dq);
+    // send() may have broken the port and emptied this destination.
+    it = dests_.find(key);
+    if (it != dests_.end()) {
+      mark_ready(it->second, it->first);
+      maybe_erase(it);
+    }
   }
 }
 
-void EngineImpl::maybe_erase(DestQueue& dq) {
-  if (dq.queue.empty() && dq.in_flight == 0 && !dq.ready) {
-    auto key = std::move(dq.key);
-    dests_.erase(key);
+void EngineImpl::maybe_erase(std::map<std::string, DestQueue>::iterator it) {
+  if (it->second.queue.empty() && it->second.in_flight == 0 && !it->second.ready) {
+    dests_.erase(it);
   }
 }
 
@@ -211,8 +211,8 @@ void EngineImpl::send(PendingPtr p, DestQueue& dq) {
   if (tid == 0) tid = next_tid_++;
   p->tid = tid;
 
-  send_buffer_.assign(umad_size() + IB_MAD_SIZE, 0);
-  auto* umad = send_buffer_.data();
+  std::vector<std::uint8_t> buf(umad_size() + IB_MAD_SIZE, 0);
+  auto* umad = buf.data();
   ib_rpc_t rpc{};
   rpc.mgtclass = p->req.mgmt_class;
   rpc.method = p->req.method;
@@ -256,10 +256,12 @@ void EngineImpl::send(PendingPtr p, DestQueue& dq) {
   }
   cc.sent++;
   p->attempts++;
-  p->deadline = p->sent_at + p->timeout;
-  deadlines_.emplace(p->deadline, tid);
-  arm_timeout_timer(p->deadline);
-  p->dest = &dq;
+  if (!p->timer) p->timer = std::make_unique<boost::asio::steady_timer>(io_);
+  p->timer->expires_after(p->timeout);
+  p->timer->async_wait([w = weak_from_this(), tid](const boost::system::error_code& ec) {
+    if (ec) return;
+    if (auto self = w.lock()) self->on_attempt_timeout(tid);
+  });
   dq.in_flight++;
   in_flight_total_++;
   in_flight_.emplace(tid, std::move(p));
@@ -271,58 +273,38 @@ PendingPtr EngineImpl::take_in_flight(std::uint32_t tid) {
   auto p = std::move(it->second);
   in_flight_.erase(it);
   in_flight_total_--;
-  deadlines_.erase({p->deadline, tid});
-  auto& dq = *std::exchange(p->dest, nullptr);
-  dq.in_flight--;
-  mark_ready(dq);
+  if (auto d = dests_.find(p->dest_key); d != dests_.end()) {
+    d->second.in_flight--;
+    mark_ready(d->second, d->first);
+  }
+  if (p->timer) p->timer->cancel();
   return p;
 }
 
-void EngineImpl::arm_timeout_timer(Clock::time_point at) {
-  if (timeout_timer_armed_ && timeout_timer_at_ <= at) return;
-  timeout_timer_armed_ = true;
-  timeout_timer_at_ = at;
-  timeout_timer_.expires_at(at);  // cancels an earlier wait: its handler sees the error
-  timeout_timer_.async_wait([w = weak_from_this()](const boost::system::error_code& ec) {
-    if (ec) return;
-    if (auto self = w.lock()) self->on_timeout_timer();
-  });
-}
-
-void EngineImpl::on_timeout_timer() {
-  timeout_timer_armed_ = false;
-  // The timer may fire before any deadline (its attempt was answered): then it only re-arms.
-  auto now = Clock::now();
-  std::vector<std::uint32_t> expired;
-  for (auto it = deadlines_.begin(); it != deadlines_.end() && it->first <= now; ++it) {
-    expired.push_back(it->second);
-  }
-  for (auto tid : expired) {
-    auto p = take_in_flight(tid);
-    if (!p) continue;
-    counters_[p->req.mgmt_class].timeouts++;
-    std::string error = "no answer from " + p->req.to.to_string() + " after " +
-                        std::to_string(p->attempts) + " attempt(s)";
-    retry_or_fail(std::move(p), Status::timeout, std::move(error));
-  }
-  if (!deadlines_.empty()) arm_timeout_timer(deadlines_.begin()->first);
+void EngineImpl::on_attempt_timeout(std::uint32_t tid) {
+  auto p = take_in_flight(tid);
+  if (!p) return;
+  counters_[p->req.mgmt_class].timeouts++;
+  std::string error = "no answer from " + p->req.to.to_string() + " after " +
+                      std::to_string(p->attempts) + " attempt(s)";
+  retry_or_fail(std::move(p), Status::timeout, std::move(error));
   pump();
 }
 
 void EngineImpl::retry_or_fail(PendingPtr p, Status status, std::string error) {
   if (p->attempts < p->max_attempts && !p->owner_gone()) {
     counters_[p->req.mgmt_class].retries++;
-    auto& dq = queue_for(p->dest_key);
-    dq.queue.push_front(std::move(p));
+    auto dit = dests_.try_emplace(p->dest_key).first;
+    dit->second.queue.push_front(std::move(p));
     ++queued_;
-    mark_ready(dq);
+    mark_ready(dit->second, dit->first);
     return;
   }
   finish(std::move(p), status, std::move(error));
 }
 
 void EngineImpl::finish(PendingPtr p, Status status, std::string error,
-                        std::vector<std::uint8_t> mad, std::uint16_t mad_status, bool post) {
+                        std::vector<std::uint8_t> mad, std::uint16_t mad_status) {
   auto& cc = counters_[p->req.mgmt_class];
   if (p->owner_gone()) status = Status::cancelled;
   cc.results[to_string(status)]++;
@@ -334,10 +316,6 @@ void EngineImpl::finish(PendingPtr p, Status status, std::string error,
   if (status == Status::ok || status == Status::mad_status) r.rtt = p->answered_at - p->sent_at;
   r.error = std::move(error);
   r.mad = std::move(mad);
-  if (!post) {
-    p->callback(std::move(r));
-    return;
-  }
   boost::asio::post(io_, [w = weak_from_this(), cb = std::move(p->callback),
                           has_owner = p->has_owner, owner = p->owner, r = std::move(r)]() mutable {
     if (w.expired()) return;

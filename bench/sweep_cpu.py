@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""CPU per steady-state fabric sweep, for two or more ibfabricd builds side by side. Standard
+library only.
+
+On the 48-switch / 576-HCA fat tree (1,632 switch ports; ibsim + opensm under the umad shim),
+each binary in turn runs the fabric collector alone (rate limit lifted, a sweep every 300 ms,
+no rediscovery) for --seconds, --rounds times, alternating. Per sweep it reports:
+
+  wall      the median sweep duration (the daemon's debug log, "sweep done ... seconds=");
+  daemon    CPU of every thread of the daemon (the loop, the MAD receiver, the shim's reader),
+            from /proc/PID/task/*/schedstat, snapshot building included;
+  ibsim     CPU of the simulator (it serves one MAD at a time, on one thread);
+  switches  voluntary + involuntary context switches of the daemon's threads.
+
+Use it to compare an engine change with the build before it:
+
+    git worktree add /tmp/before HEAD~1 && cmake -S /tmp/before -B /tmp/before/build -G Ninja \\
+        -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/before/build
+    bench/sweep_cpu.py /tmp/before/build/daemon/ibfabricd build/daemon/ibfabricd
+"""
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
+sys.path.insert(0, HERE)
+
+from fabric_sweep import HOST, metric  # noqa: E402
+from gen_fattree import fattree  # noqa: E402
+from simfabric import SimFabric  # noqa: E402
+
+SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+) mads=(\d+) seconds=([\d.]+)")
+
+
+def cpu_seconds(pid):
+    """CPU seconds of every live thread of `pid` (schedstat: nanoseconds on a CPU)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass
+    return total / 1e9
+
+
+def context_switches(pid):
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/status" % (pid, tid)) as f:
+                for line in f:
+                    if line.startswith(("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")):
+                        total += int(line.split()[1])
+        except FileNotFoundError:
+            pass
+    return total
+
+
+def run(fabric, binary, config, seconds):
+    log = os.path.join(fabric.workdir, "sweep_cpu.log")
+    with open(log, "w") as err:
+        p = subprocess.Popen([binary, "--config", config, "--web.listen-address", "127.0.0.1:0",
+                              "--log.level", "debug"], env=fabric.env(HOST), cwd=fabric.workdir,
+                             stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        # Past start, discovery and the first sweep (which follows the discovery).
+        deadline = time.monotonic() + 60
+        while len(SWEEP_DONE.findall(open(log).read())) < 2:
+            if p.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("%s: no steady sweep:\n%s" % (binary, open(log).read()[-2000:]))
+            time.sleep(0.1)
+        ibsim0, cpu0, cs0 = (cpu_seconds(fabric.ibsim.pid), cpu_seconds(p.pid),
+                             context_switches(p.pid))
+        n0 = len(SWEEP_DONE.findall(open(log).read()))
+        time.sleep(seconds)
+        sweeps = SWEEP_DONE.findall(open(log).read())
+        ibsim1, cpu1, cs1 = (cpu_seconds(fabric.ibsim.pid), cpu_seconds(p.pid),
+                             context_switches(p.pid))
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+    n = len(sweeps) - n0
+    if n < 1:
+        raise RuntimeError("%s: no sweep in %.0f s" % (binary, seconds))
+    if any(int(x[0]) for x in sweeps[n0:]):
+        print("warning: %s: ports failed in a sweep" % binary)
+    return {"wall": statistics.median(float(x[2]) for x in sweeps[n0:]),
+            "daemon": (cpu1 - cpu0) / n, "ibsim": (ibsim1 - ibsim0) / n,
+            "switches": (cs1 - cs0) / n, "mads": int(sweeps[-1][1]), "sweeps": n}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("binaries", nargs="+")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--seconds", type=float, default=6)
+    a = p.parse_args()
+    with SimFabric(fattree(), name="sweepcpu") as f:
+        f.wait_ready(hosts=[HOST])
+        config = os.path.join(f.workdir, "steady.yaml")
+        with open(config, "w") as out:
+            out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
+                      "  ports: {enabled: false}\n"
+                      "  fabric: {enabled: true, interval: 300ms, rediscover_every: 1000000}\n")
+        # The SM may still be routing: start once a whole --once sweep answers.
+        deadline = time.monotonic() + 120
+        while True:
+            r = subprocess.run([a.binaries[0], "--once", "--no-collector.ports",
+                                "--no-collector.sysfs", "--collector.fabric"],
+                               env=f.env(HOST), cwd=f.workdir, capture_output=True, text=True)
+            try:
+                if metric(r.stdout, "ibfabric_fabric_ports_failed") == 0:
+                    break
+            except KeyError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the fabric did not answer a whole sweep within 120 s")
+            time.sleep(2)
+        res = {b: [] for b in a.binaries}
+        for rnd in range(a.rounds):
+            for b in a.binaries:
+                res[b].append(run(f, b, config, a.seconds))
+                x = res[b][-1]
+                print("round %d %s: %d sweeps, wall %.4f s, daemon %.4f s, ibsim %.4f s, "
+                      "%.0f context switches per sweep" % (rnd + 1, b, x["sweeps"], x["wall"],
+                                                           x["daemon"], x["ibsim"],
+                                                           x["switches"]))
+    print()
+    print("medians over %d rounds, per sweep of %d MADs:" % (a.rounds, res[a.binaries[0]][0]["mads"]))
+    print("| binary | sweep wall | daemon CPU | ibsim CPU | context switches |")
+    print("|---|---|---|---|---|")
+    for b in a.binaries:
+        m = {k: statistics.median(x[k] for x in res[b]) for k in ("wall", "daemon", "ibsim",
+                                                                  "switches")}
+        print("| %s | %.4f s | %.4f s | %.4f s | %.0f |" % (b, m["wall"], m["daemon"], m["ibsim"],
+                                                         m["switches"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
