@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
 import ibfabric_testlib  # noqa: E402
-from fabric_sweep import HOST, MadCounter, metric, switches  # noqa: E402
+from fabric_sweep import HOST, MadCounter, median_steady_sweep, metric, switches  # noqa: E402
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SHIM, SimFabric  # noqa: E402
 
@@ -113,29 +113,11 @@ def run_once(runner, daemon, config, us):
         t, "ibfabric_fabric_discovery_duration_seconds"), lateness(r.stderr)[0]
 
 
-STEADY_SWEEPS = 5
-SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+) mads=(\d+) seconds=([\d.]+)")
-
-
-def run_steady(runner, config, us, timeout=120):
-    """Median sweep duration, and MADs, of a running daemon's collections 2 to
-    1 + STEADY_SWEEPS (the first one follows a discovery), read from its debug log: one
-    sweep alone varies by tens of percent on this machine, and scraping /metrics would take
-    CPU from the sweeps."""
+def run_steady(runner, config, us):
+    """median_steady_sweep() of a daemon with `config` under the model at `us`."""
     with ibfabric_testlib.Daemon(["--config", config, "--log.level", "debug"],
                                  env=runner.env(us), cwd=runner.f.workdir) as d:
-        deadline = time.monotonic() + timeout
-        while True:
-            time.sleep(0.5)
-            sweeps = SWEEP_DONE.findall(d.log())
-            if len(sweeps) >= 1 + STEADY_SWEEPS:
-                steady = sweeps[1:1 + STEADY_SWEEPS]
-                failed = max(int(x[0]) for x in steady)
-                if failed:
-                    print("warning: steady sweep: up to %d ports failed" % failed)
-                return (statistics.median(float(x[2]) for x in steady), int(steady[-1][1]))
-            if time.monotonic() > deadline:
-                raise RuntimeError("fewer than %d fabric collections" % (1 + STEADY_SWEEPS))
+        return median_steady_sweep(d)
 
 
 def main():

@@ -9,8 +9,9 @@ In one run, on one fabric, alternating every round, it times:
               ibfabric_collector_duration_seconds) and the sweep alone
               (ibfabric_fabric_sweep_duration_seconds, ibfabric_fabric_sweep_mads MADs; right
               after a discovery the sweep reuses discovery's PortInfo, so it is PMA only);
-  steady      a running daemon's second collection (topology cached, rediscover_every 1000):
-              the sweep of a deployment between discoveries, PortInfo by LID included;
+  steady      a running daemon's sweeps between discoveries (topology cached,
+              rediscover_every 1000), PortInfo by LID included: the median of its 2nd to 6th
+              collections, from its debug log;
   ibqueryerrors  one process (its own discovery + a PortCounters Get per port);
   perfquery   `perfquery -x LID PORT`, one process per switch port, on a random sample of
               --perfquery-sample ports, extrapolated to every switch port;
@@ -114,34 +115,35 @@ def run_daemon(fabric, binary, config):
     }
 
 
-def steady_samples(fabric, config, timeout=60):
-    """The samples of a running daemon after its second fabric collection."""
-    def runs(samples):
-        for x in samples:
-            if x.name == "ibfabric_collector_runs_total" and x.labels.get("collector") == "fabric":
-                return x.value
-        return 0
+# The daemon's debug line at the end of each fabric sweep (collectors/fabric).
+SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+) mads=(\d+) seconds=([\d.]+)")
+STEADY_SWEEPS = 5
 
-    with fabric.daemon(["--config", config], host=HOST) as d:
-        d.wait_for(lambda s: runs(s) >= 1, timeout=timeout, interval=0.1,
-                   what="the first fabric collection")
-        # Rendering /metrics (tens of thousands of series) takes CPU from the sweep on this
-        # 2-core machine: do not scrape while the second collection runs.
-        deadline = time.monotonic() + timeout
-        while True:
-            time.sleep(1.5)
-            samples = d.samples()
-            if runs(samples) >= 2:
-                return samples
-            if time.monotonic() > deadline:
-                raise RuntimeError("no second fabric collection")
+
+def median_steady_sweep(d, timeout=120):
+    """Median sweep duration and the MADs of running daemon `d`'s collections 2 to
+    1 + STEADY_SWEEPS (the first one follows a discovery), read from its debug log: a single
+    sweep varies by tens of percent on this machine, and scraping /metrics (tens of thousands
+    of series) would take CPU from the sweeps it measures."""
+    deadline = time.monotonic() + timeout
+    while True:
+        time.sleep(0.5)
+        sweeps = SWEEP_DONE.findall(d.log())
+        if len(sweeps) >= 1 + STEADY_SWEEPS:
+            steady = sweeps[1:1 + STEADY_SWEEPS]
+            failed = max(int(x[0]) for x in steady)
+            if failed:
+                print("warning: steady sweep: up to %d ports failed" % failed)
+            return statistics.median(float(x[2]) for x in steady), int(steady[-1][1])
+        if time.monotonic() > deadline:
+            raise RuntimeError("fewer than %d fabric collections:\n%s"
+                               % (1 + STEADY_SWEEPS, d.log()[-2000:]))
 
 
 def run_steady(fabric, config):
-    """Sweep duration and MADs of a running daemon's second collection."""
-    values = {x.name: x.value for x in steady_samples(fabric, config) if not x.labels}
-    return values["ibfabric_fabric_sweep_duration_seconds"], int(
-        values["ibfabric_fabric_sweep_mads"])
+    """median_steady_sweep() of a daemon with `config` (run with --log.level debug)."""
+    with fabric.daemon(["--config", config, "--log.level", "debug"], host=HOST) as d:
+        return median_steady_sweep(d)
 
 
 CLIENT_WINDOWS = (8, 16, 64)
@@ -214,7 +216,7 @@ def main():
         with open(steady, "w") as out:
             out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
                       "  ports: {enabled: false}\n"
-                      "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")
+                      "  fabric: {enabled: true, interval: 500ms, rediscover_every: 1000}\n")
         print("fabric: %d switches, %d switch ports; %d rounds" % (len(sw), len(ports), a.rounds))
 
         res = {k: [] for k in ("d_wall", "d_coll", "d_sweep", "d_disc", "iqe", "pq", "cl",

@@ -21,7 +21,6 @@ Use it to compare an engine change with the build before it:
 
 import argparse
 import os
-import re
 import statistics
 import subprocess
 import sys
@@ -32,11 +31,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
-from fabric_sweep import HOST, metric  # noqa: E402
+from fabric_sweep import HOST, SWEEP_DONE, metric  # noqa: E402
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SimFabric  # noqa: E402
-
-SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+) mads=(\d+) seconds=([\d.]+)")
 
 
 def cpu_seconds(pid):
@@ -134,7 +131,8 @@ def main():
                                                            x["daemon"], x["ibsim"],
                                                            x["switches"]))
     print()
-    print("medians over %d rounds, per sweep of %d MADs:" % (a.rounds, res[a.binaries[0]][0]["mads"]))
+    print("medians over %d rounds, per sweep of %d MADs:"
+          % (a.rounds, res[a.binaries[0]][0]["mads"]))
     print("| binary | sweep wall | daemon CPU | ibsim CPU | context switches |")
     print("|---|---|---|---|---|")
     for b in a.binaries:
