@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
 import ibfabric_testlib  # noqa: E402
-from fabric_sweep import HOST, MadCounter, median_steady_sweep, metric, switches  # noqa: E402
+from fabric_sweep import (HOST, MadCounter, median_steady_sweep, metric, switches,  # noqa: E402
+                         wait_whole_sweep)
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SHIM, SimFabric  # noqa: E402
 
@@ -142,20 +143,7 @@ def main():
     with SimFabric(fattree(), name="latency") as f:
         f.wait_ready(hosts=[HOST])
         runner = Runner(f, lib)
-        # wait_ready() sees LID-routed MADs work from HOST; the SM may still be routing the rest
-        # of the fabric. Start once a whole --once sweep answers.
-        deadline = time.monotonic() + 120
-        while True:
-            _, out = runner.run([daemon, "--once", "--no-collector.ports",
-                                 "--no-collector.sysfs", "--collector.fabric"], 0)
-            try:
-                if metric(out.stdout, "ibfabric_fabric_ports_failed") == 0:
-                    break
-            except KeyError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fabric did not answer a whole sweep within 120 s")
-            time.sleep(2)
+        wait_whole_sweep(f, daemon, runner.env(0))
         sw = switches(f)
         ports = [(lid, n) for lid, count in sw for n in range(1, count + 1)]
         configs = {}

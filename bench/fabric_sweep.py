@@ -61,6 +61,25 @@ def metric(text, name, **labels):
     raise KeyError(name)
 
 
+def wait_whole_sweep(fabric, binary, env, timeout=120):
+    """Returns once `binary --once` (fabric collector only) sweeps every switch port of
+    `fabric` without a failure: fabric.wait_ready() sees LID-routed MADs work from HOST, but the
+    SM may still be routing the rest of the fabric."""
+    deadline = time.monotonic() + timeout
+    while True:
+        r = subprocess.run([binary, "--once", "--no-collector.ports", "--no-collector.sysfs",
+                            "--collector.fabric"], env=env, cwd=fabric.workdir,
+                           capture_output=True, text=True, timeout=300)
+        try:
+            if metric(r.stdout, "ibfabric_fabric_ports_failed") == 0:
+                return
+        except KeyError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError("the fabric did not answer a whole sweep within %d s" % timeout)
+        time.sleep(2)
+
+
 def switches(fabric):
     """[(lid, ports)] of every switch, from ibnetdiscover."""
     out = []

@@ -31,7 +31,7 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
-from fabric_sweep import HOST, SWEEP_DONE, metric  # noqa: E402
+from fabric_sweep import HOST, SWEEP_DONE, wait_whole_sweep  # noqa: E402
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SimFabric  # noqa: E402
 
@@ -107,20 +107,7 @@ def main():
             out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
                       "  ports: {enabled: false}\n"
                       "  fabric: {enabled: true, interval: 300ms, rediscover_every: 1000000}\n")
-        # The SM may still be routing: start once a whole --once sweep answers.
-        deadline = time.monotonic() + 120
-        while True:
-            r = subprocess.run([a.binaries[0], "--once", "--no-collector.ports",
-                                "--no-collector.sysfs", "--collector.fabric"],
-                               env=f.env(HOST), cwd=f.workdir, capture_output=True, text=True)
-            try:
-                if metric(r.stdout, "ibfabric_fabric_ports_failed") == 0:
-                    break
-            except KeyError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("the fabric did not answer a whole sweep within 120 s")
-            time.sleep(2)
+        wait_whole_sweep(f, a.binaries[0], f.env(HOST))
         res = {b: [] for b in a.binaries}
         for rnd in range(a.rounds):
             for b in a.binaries:
