@@ -18,7 +18,7 @@ Then, for every round and every latency in --latencies-us (alternating inside ea
   once           `ibfabricd --once` with only the fabric collector, `mad: {rate_limit: 0}`:
                  whole process (wall), and discovery + sweep (collector duration);
   steady         a running daemon's sweeps between discoveries (topology cached): the median
-                 of its 2nd to 6th collections (--steady-sweeps), from its debug log; rate
+                 of its 2nd to 6th collections, from its debug log; rate
                  limit lifted, default in-flight caps.
 
 And once per latency, the steady sweep with the default engine config (rate limit 2,000
