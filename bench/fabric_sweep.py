@@ -24,8 +24,8 @@ MADs per second and ratios.
 
 And the floor under `--once`: ibsim serves one MAD at a time on one thread, so no client can
 finish before ibsim has spent its CPU time on that client's MADs (read from
-/proc/IBSIM/schedstat around each --once run and each ibqueryerrors run), nor before a shim
-process has started: `sminfo` (one MAD) is timed as the smallest such process. The floor is
+/proc/IBSIM/task/*/schedstat around each --once run and each ibqueryerrors run), nor before a
+shim process has started: `sminfo` (one MAD) is timed as the smallest such process. The floor is
 their sum; ibqueryerrors / floor is the most any client sending --once's MADs could gain.
 
     bench/fabric_sweep.py [--build build] [--rounds 5] [--perfquery-sample 200]
@@ -185,9 +185,16 @@ def run_client(fabric, client_bin, targets, count):
 
 
 def cpu_seconds(pid):
-    """CPU time of process `pid` so far (/proc/PID/schedstat: nanoseconds on a CPU)."""
-    with open("/proc/%d/schedstat" % pid) as f:
-        return int(f.read().split()[0]) / 1e9
+    """CPU seconds of every live thread of process `pid` so far (/proc/PID/task/*/schedstat:
+    nanoseconds on a CPU; ibsim has one thread, the daemon several)."""
+    total = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                total += int(f.read().split()[0])
+        except FileNotFoundError:
+            pass  # the thread ended meanwhile
+    return total / 1e9
 
 
 def with_ibsim_cpu(fabric, action):

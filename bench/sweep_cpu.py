@@ -15,7 +15,7 @@ no rediscovery) for --seconds, --rounds times, alternating. Per sweep it reports
 Use it to compare an engine change with the build before it:
 
     git worktree add /tmp/before HEAD~1 && cmake -S /tmp/before -B /tmp/before/build -G Ninja \\
-        -DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/before/build
+        -DCMAKE_BUILD_TYPE=RelWithDebInfo && cmake --build /tmp/before/build
     bench/sweep_cpu.py /tmp/before/build/daemon/ibfabricd build/daemon/ibfabricd
 """
 
@@ -31,21 +31,9 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
-from fabric_sweep import HOST, SWEEP_DONE, wait_whole_sweep  # noqa: E402
+from fabric_sweep import HOST, SWEEP_DONE, cpu_seconds, wait_whole_sweep  # noqa: E402
 from gen_fattree import fattree  # noqa: E402
 from simfabric import SimFabric  # noqa: E402
-
-
-def cpu_seconds(pid):
-    """CPU seconds of every live thread of `pid` (schedstat: nanoseconds on a CPU)."""
-    total = 0
-    for tid in os.listdir("/proc/%d/task" % pid):
-        try:
-            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
-                total += int(f.read().split()[0])
-        except FileNotFoundError:
-            pass
-    return total / 1e9
 
 
 def context_switches(pid):
