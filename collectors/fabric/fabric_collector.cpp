@@ -27,7 +27,7 @@ double seconds_since(Clock::time_point start) {
 const std::vector<std::pair<std::string, std::string>>& counter_names() {
   static const auto names = [] {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& def : ports::counter_defs()) {
+    for (const auto& def : mad::counter_defs()) {
       out.emplace_back("ibfabric_fabric_port_" + std::string(def.metric),
                        std::string(def.help) + " (" + std::string(def.pma_name) + ")");
     }
@@ -122,7 +122,7 @@ class Discovery : public mad::FanOut {
           [this, guid, p, route](const mad::Response& r) {
             auto& infos = topology_->find(guid)->port_info;
             if (static_cast<std::size_t>(p) <= infos.size()) {
-              infos[static_cast<std::size_t>(p - 1)] = ports::decode_port_info(r.data());
+              infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
             }
             if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
             // The far end is known when this port is the one the node was entered by, or when
@@ -149,15 +149,15 @@ class Discovery : public mad::FanOut {
 class Sweep : public mad::FanOut {
  public:
   struct PortResult {
-    std::optional<ports::PortInfo> port_info;
+    std::optional<mad::PortInfo> port_info;
     std::vector<std::uint8_t> basic;
     std::vector<std::uint8_t> extended;
-    std::vector<std::vector<std::uint8_t>> details;  // ports::detail_attributes() order
+    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
     bool failed = false;
   };
   struct SwitchResult {
     const Node* node;
-    std::optional<ports::PmaCapabilities> caps;
+    std::optional<mad::PmaCapabilities> caps;
     std::vector<PortResult> ports;  // index = port number - 1
   };
 
@@ -227,7 +227,7 @@ class Sweep : public mad::FanOut {
     ask(
         i, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i](const mad::Response& r) {
-          auto caps = ports::decode_class_port_info(r.data());
+          auto caps = mad::decode_class_port_info(r.data());
           switches_[i].caps = caps;
           c_.pma_caps_[switches_[i].node->guid] = caps;
           query_ports(i);
@@ -249,11 +249,11 @@ class Sweep : public mad::FanOut {
             mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
                                   static_cast<std::uint32_t>(p)),
             [this, i, idx](const mad::Response& r) {
-              switches_[i].ports[idx].port_info = ports::decode_port_info(r.data());
+              switches_[i].ports[idx].port_info = mad::decode_port_info(r.data());
             },
             p);
       }
-      if (ports::needs_port_counters(caps)) {
+      if (mad::needs_port_counters(caps)) {
         auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
@@ -274,7 +274,7 @@ class Sweep : public mad::FanOut {
             p);
       }
       if (!c_.config_.error_details) continue;
-      const auto& attributes = ports::detail_attributes();
+      const auto& attributes = mad::detail_attributes();
       sw.ports[idx].details.resize(attributes.size());
       for (std::size_t a = 0; a < attributes.size(); ++a) {
         auto req = mad::Request::pma_get(lid, attributes[a].attribute);
@@ -298,7 +298,7 @@ class Sweep : public mad::FanOut {
                "else NodeDescription, else GUID); each node is reported by the shard its GUID "
                "hashes to.",
                {{"node_guid", hex_guid(guid)},
-                {"node_type", ports::node_type_name(node.type)},
+                {"node_type", mad::node_type_name(node.type)},
                 {"node_description", trim_node_description(node.description)},
                 {"node_name", c_.names_->name(guid, node.description)}});
     }
@@ -317,7 +317,7 @@ class Sweep : public mad::FanOut {
                 {"node_name", link.name},
                 {"remote_node_guid", hex_guid(link.remote_guid)},
                 {"remote_port", std::to_string(link.remote_port)},
-                {"remote_node_type", ports::node_type_name(link.remote_type)},
+                {"remote_node_type", mad::node_type_name(link.remote_type)},
                 {"remote_node_name", link.remote_name}});
     }
   }
@@ -345,8 +345,7 @@ class Sweep : public mad::FanOut {
         auto pi = *pr.port_info;
         // External ports of a switch carry no CapabilityMask; port 0's applies.
         if (sw.node->port0_capability_mask) {
-          pi.extended_speeds =
-              (*sw.node->port0_capability_mask & ports::kPortCapExtendedSpeeds) != 0;
+          pi.extended_speeds = (*sw.node->port0_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
         }
         out.gauge("ibfabric_fabric_port_state",
                   "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
@@ -357,12 +356,12 @@ class Sweep : public mad::FanOut {
                   l, pi.phys_state);
         out.gauge("ibfabric_fabric_port_link_width_lanes",
                   "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
-                  l, ports::lanes(pi.width_active));
+                  l, mad::lanes(pi.width_active));
         out.gauge("ibfabric_fabric_port_link_speed_lane_gigabits",
                   "Nominal signalling rate of one lane in Gb/s (PortInfo.LinkSpeedActive / "
                   "LinkSpeedExtActive).",
-                  l, ports::lane_gbps(pi));
-        if (auto effective = ports::effective_bytes_per_second(pi)) {
+                  l, mad::lane_gbps(pi));
+        if (auto effective = mad::effective_bytes_per_second(pi)) {
           out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
                     "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
                     "FDR and EDR, FEC from HDR on), in bytes per second.",
@@ -372,8 +371,8 @@ class Sweep : public mad::FanOut {
       if (!sw.caps) continue;
       const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();
       const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
-      const ports::CounterDef* defs = ports::counter_defs().data();
-      for (const auto& v : ports::merge_counters(*sw.caps, basic, extended)) {
+      const mad::CounterDef* defs = mad::counter_defs().data();
+      for (const auto& v : mad::merge_counters(*sw.caps, basic, extended)) {
         if (!c_.exported(v.def->metric)) continue;
         const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
@@ -386,8 +385,8 @@ class Sweep : public mad::FanOut {
                     sl, 1);
         }
       }
-      ports::add_detail_counters(out, "ibfabric_fabric_port_", labels, pr.details,
-                                 [this](std::string_view m) { return c_.exported(m); });
+      mad::add_detail_counters(out, "ibfabric_fabric_port_", labels, pr.details,
+                               [this](std::string_view m) { return c_.exported(m); });
     }
   }
 
@@ -572,20 +571,20 @@ std::string counter_key(std::string_view metric) {
 
 std::vector<std::string> known_counters() {
   std::vector<std::string> out;
-  for (const auto& def : ports::counter_defs()) out.push_back(counter_key(def.metric));
-  for (const auto& attribute : ports::detail_attributes()) {
+  for (const auto& def : mad::counter_defs()) out.push_back(counter_key(def.metric));
+  for (const auto& attribute : mad::detail_attributes()) {
     for (const auto& def : attribute.counters) out.push_back(counter_key(def.metric));
   }
   return out;
 }
 
 std::set<std::string> errors_and_traffic_counters() {
-  using K = ports::CounterDef::Kind;
+  using K = mad::CounterDef::Kind;
   std::set<std::string> out;
-  for (const auto& def : ports::counter_defs()) {
+  for (const auto& def : mad::counter_defs()) {
     if (def.kind != K::ietf) out.insert(counter_key(def.metric));
   }
-  for (const auto& attribute : ports::detail_attributes()) {
+  for (const auto& attribute : mad::detail_attributes()) {
     for (const auto& def : attribute.counters) out.insert(counter_key(def.metric));
   }
   return out;

@@ -7,9 +7,9 @@
 
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/mad/attributes.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
-#include "collectors/ports/port_decode.h"
 
 #include <chrono>
 #include <cstdint>
@@ -84,12 +84,12 @@ class FabricCollector final : public Collector {
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
   int sweeps_since_discovery_ = 0;
   bool rediscover_ = true;
-  std::map<std::uint64_t, ports::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
+  std::map<std::uint64_t, mad::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
 
   std::uint64_t discoveries_ = 0;
   double discovery_seconds_ = 0;
   double discovery_timestamp_ = 0;
-  // (phase, attribute): string literals, and the names of ports::detail_attributes().
+  // (phase, attribute): string literals, and the names of mad::detail_attributes().
   mad::QueryErrors<std::pair<std::string_view, std::string_view>> errors_;
 };
 

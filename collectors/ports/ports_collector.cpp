@@ -1,7 +1,7 @@
 #include "collectors/ports/ports_collector.h"
 
+#include "collectors/mad/attributes.h"
 #include "collectors/mad/fan_out.h"
-#include "collectors/ports/port_decode.h"
 
 #include <spdlog/fmt/fmt.h>
 
@@ -16,14 +16,14 @@ constexpr int kPhysLinkUp = 5;
 
 // What one side of one link gave in this pass.
 struct Side {
-  std::optional<PortInfo> port_info;
+  std::optional<mad::PortInfo> port_info;
   std::uint16_t pma_lid = 0;  // the LID the PMA was asked at (a switch's port-0 LID)
   int pma_port = 0;
-  std::optional<PmaCapabilities> caps;
+  std::optional<mad::PmaCapabilities> caps;
   std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
   std::vector<std::uint8_t> extended;  // PortCountersExtended data
-  // PortRcvErrorDetails and PortXmitDiscardDetails data (detail_attributes() order), empty when
-  // not read.
+  // PortRcvErrorDetails and PortXmitDiscardDetails data (mad::detail_attributes() order), empty
+  // when not read.
   std::vector<std::vector<std::uint8_t>> details;
   // The peer's identity.
   std::optional<std::uint64_t> node_guid;
@@ -92,7 +92,7 @@ class Pass : public mad::FanOut {
         [this, i, port](const mad::Response& r) {
           auto& link = links_[i];
           link.local_answered = true;
-          link.local.port_info = decode_port_info(r.data());
+          link.local.port_info = mad::decode_port_info(r.data());
           if (mad::routable_lid(link.local.port_info->lid)) {
             query_pma(i, Which::local, link.local.port_info->lid, port);
           }
@@ -125,7 +125,7 @@ class Pass : public mad::FanOut {
                                     static_cast<std::uint32_t>(peer_port)),
               [this, i, peer_port](const mad::Response& p) {
                 auto& peer = links_[i].peer;
-                peer.port_info = decode_port_info(p.data());
+                peer.port_info = mad::decode_port_info(p.data());
                 peer.pma_port = peer_port;
                 if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
                   query_pma(i, Which::peer, peer.port_info->lid, peer_port);
@@ -149,9 +149,9 @@ class Pass : public mad::FanOut {
     side(i, w).pma_port = port;
     ask(i, w, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
         [this, i, w, lid, port](const mad::Response& r) {
-          auto caps = decode_class_port_info(r.data());
+          auto caps = mad::decode_class_port_info(r.data());
           side(i, w).caps = caps;
-          if (needs_port_counters(caps)) {
+          if (mad::needs_port_counters(caps)) {
             auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
             req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters", std::move(req),
@@ -165,7 +165,7 @@ class Pass : public mad::FanOut {
           }
           if (!c_.config_.error_details) return;
           // A PMA that rejects these costs only their series (counted as query errors).
-          const auto& attributes = detail_attributes();
+          const auto& attributes = mad::detail_attributes();
           side(i, w).details.resize(attributes.size());
           for (std::size_t a = 0; a < attributes.size(); ++a) {
             auto req = mad::Request::pma_get(lid, attributes[a].attribute);
@@ -184,59 +184,61 @@ class Pass : public mad::FanOut {
     if (s.port_info) {
       auto pi = *s.port_info;
       if (s.switch_capability_mask) {
-        pi.extended_speeds = (*s.switch_capability_mask & kPortCapExtendedSpeeds) != 0;
+        pi.extended_speeds = (*s.switch_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
       }
       Labels info = l;
-      info.emplace_back("state", state_name(pi.state));
-      info.emplace_back("physical_state", phys_state_name(pi.phys_state));
-      info.emplace_back("link_width", width_name(pi.width_active));
-      info.emplace_back("link_speed", active_speed_name(pi));
-      info.emplace_back("link_width_enabled", width_names(pi.width_enabled));
-      info.emplace_back("link_width_supported", width_names(pi.width_supported));
-      info.emplace_back("link_speed_enabled", enabled_speed_names(pi));
-      info.emplace_back("link_speed_supported", supported_speed_names(pi));
+      info.emplace_back("state", mad::state_name(pi.state));
+      info.emplace_back("physical_state", mad::phys_state_name(pi.phys_state));
+      info.emplace_back("link_width", mad::width_name(pi.width_active));
+      info.emplace_back("link_speed", mad::active_speed_name(pi));
+      info.emplace_back("link_width_enabled", mad::width_names(pi.width_enabled));
+      info.emplace_back("link_width_supported", mad::width_names(pi.width_supported));
+      info.emplace_back("link_speed_enabled", mad::enabled_speed_names(pi));
+      info.emplace_back("link_speed_supported", mad::supported_speed_names(pi));
       out.info("ibfabric_ports_info",
                "Names behind the numeric port gauges: states, active/enabled/supported link "
-               "widths and speeds (PortInfo).",
+               "widths and speeds (mad::PortInfo).",
                info);
       out.gauge("ibfabric_ports_state",
-                "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
-                pi.state);
+                "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (mad::PortInfo.PortState).",
+                l, pi.state);
       out.gauge("ibfabric_ports_physical_state",
                 "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
-                "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (PortInfo.PortPhysicalState).",
+                "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (mad::PortInfo.PortPhysicalState).",
                 l, pi.phys_state);
       out.gauge("ibfabric_ports_link_width_lanes",
-                "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
-                l, lanes(pi.width_active));
+                "Active link width in mad::lanes, 0 when the link is down "
+                "(mad::PortInfo.LinkWidthActive).",
+                l, mad::lanes(pi.width_active));
       out.gauge("ibfabric_ports_link_speed_lane_gigabits",
                 "Nominal signalling rate of one lane in Gb/s: 2.5 SDR, 5 DDR, 10 QDR, 14 FDR, 25 "
-                "EDR, 50 HDR, 100 NDR (PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-                l, lane_gbps(pi));
-      out.gauge("ibfabric_ports_rate_bytes_per_second",
-                "Nominal signalling rate of the link in bytes per second (lanes times lane rate).",
-                l, lanes(pi.width_active) * lane_gbps(pi) * 1e9 / 8);
-      if (auto effective = effective_bytes_per_second(pi)) {
+                "EDR, 50 HDR, 100 NDR (mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                l, mad::lane_gbps(pi));
+      out.gauge(
+          "ibfabric_ports_rate_bytes_per_second",
+          "Nominal signalling rate of the link in bytes per second (mad::lanes times lane rate).",
+          l, mad::lanes(pi.width_active) * mad::lane_gbps(pi) * 1e9 / 8);
+      if (auto effective = mad::effective_bytes_per_second(pi)) {
         out.gauge("ibfabric_ports_effective_rate_bytes_per_second",
                   "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
                   "FDR and EDR, FEC from HDR on), in bytes per second.",
                   l, *effective);
       }
-      out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (PortInfo.NeighborMTU).", l,
-                mtu_bytes(pi.neighbor_mtu));
+      out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (mad::PortInfo.NeighborMTU).", l,
+                mad::mtu_bytes(pi.neighbor_mtu));
       out.gauge("ibfabric_ports_mtu_capability_bytes",
-                "Largest MTU the port supports (PortInfo.MTUCap).", l,
-                mtu_bytes(pi.mtu_capability));
+                "Largest MTU the port supports (mad::PortInfo.MTUCap).", l,
+                mad::mtu_bytes(pi.mtu_capability));
       std::uint16_t lid = w == Which::local ? pi.lid : (s.pma_lid ? s.pma_lid : pi.lid);
       out.gauge("ibfabric_ports_lid",
                 "LID of the port (for a switch peer: the switch's LID, from its port 0).", l, lid);
       if (w == Which::local) {
-        out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (PortInfo.LMC).", l,
-                  pi.lmc);
-        out.gauge(
-            "ibfabric_ports_sm_lid",
-            "LID of the master Subnet Manager the local port points at (PortInfo.MasterSMLID).", l,
-            pi.sm_lid);
+        out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (mad::PortInfo.LMC).",
+                  l, pi.lmc);
+        out.gauge("ibfabric_ports_sm_lid",
+                  "LID of the master Subnet Manager the local port points at "
+                  "(mad::PortInfo.MasterSMLID).",
+                  l, pi.sm_lid);
       }
     }
     if (s.caps) {
@@ -247,7 +249,7 @@ class Pass : public mad::FanOut {
                 l, s.caps->mask);
       const std::uint8_t* basic = s.basic.empty() ? nullptr : s.basic.data();
       const std::uint8_t* extended = s.extended.empty() ? nullptr : s.extended.data();
-      for (const auto& v : merge_counters(*s.caps, basic, extended)) {
+      for (const auto& v : mad::merge_counters(*s.caps, basic, extended)) {
         std::string name = "ibfabric_ports_" + std::string(v.def->metric);
         std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
         out.counter(name, help, l, v.value);
@@ -260,7 +262,7 @@ class Pass : public mad::FanOut {
                     sl, *v.saturated ? 1 : 0);
         }
       }
-      add_detail_counters(out, "ibfabric_ports_", l, s.details);
+      mad::add_detail_counters(out, "ibfabric_ports_", l, s.details);
     }
   }
 
@@ -296,7 +298,7 @@ class Pass : public mad::FanOut {
                                                  : std::string_view{local_description->second})},
               {"peer_node_guid", hex_guid(peer.guid)},
               {"peer_port", std::to_string(peer.port)},
-              {"peer_node_type", node_type_name(peer.type)},
+              {"peer_node_type", mad::node_type_name(peer.type)},
               {"peer_node_description", trim_node_description(peer.description)},
               {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
@@ -331,7 +333,7 @@ class Pass : public mad::FanOut {
     // a port that exists but does not answer is.
     if (!links_.empty() && !any_local) {
       result.success = false;
-      result.error = "no local port answered its PortInfo query";
+      result.error = "no local port answered its mad::PortInfo query";
     }
     result.metrics = std::move(out).take();
     auto done = std::move(done_);

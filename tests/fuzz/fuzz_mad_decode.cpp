@@ -5,8 +5,8 @@
 // attribute data when it is as long as the collector requires (64 octets for SMP attributes,
 // IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
 
+#include "collectors/mad/attributes.h"
 #include "collectors/mad/engine.h"
-#include "collectors/ports/port_decode.h"
 #include "collectors/probe/mad_ping.h"
 
 #include <cstddef>
@@ -14,7 +14,7 @@
 #include <vector>
 
 namespace mad = ibfabric::mad;
-namespace ports = ibfabric::ports;
+
 namespace probe = ibfabric::probe;
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -40,26 +40,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (attr_size < IB_SMP_DATA_SIZE) return 0;
   // The collector copies the attribute data out of the response (attribute_data()).
   std::vector<std::uint8_t> copy(attr, attr + attr_size);
-  auto pi = ports::decode_port_info(copy.data());
-  (void)ports::state_name(pi.state);
-  (void)ports::phys_state_name(pi.phys_state);
-  (void)ports::width_name(pi.width_active);
-  (void)ports::width_names(pi.width_supported);
-  (void)ports::active_speed_name(pi);
-  (void)ports::enabled_speed_names(pi);
-  (void)ports::supported_speed_names(pi);
-  (void)ports::lanes(pi.width_active);
-  (void)ports::lane_gbps(pi);
-  (void)ports::mtu_bytes(pi.neighbor_mtu);
-  (void)ports::mtu_bytes(pi.mtu_capability);
+  auto pi = mad::decode_port_info(copy.data());
+  (void)mad::state_name(pi.state);
+  (void)mad::phys_state_name(pi.phys_state);
+  (void)mad::width_name(pi.width_active);
+  (void)mad::width_names(pi.width_supported);
+  (void)mad::active_speed_name(pi);
+  (void)mad::enabled_speed_names(pi);
+  (void)mad::supported_speed_names(pi);
+  (void)mad::lanes(pi.width_active);
+  (void)mad::lane_gbps(pi);
+  (void)mad::mtu_bytes(pi.neighbor_mtu);
+  (void)mad::mtu_bytes(pi.mtu_capability);
 
   if (attr_size < IB_PC_DATA_SZ) return 0;
-  auto caps = ports::decode_class_port_info(copy.data());
+  auto caps = mad::decode_class_port_info(copy.data());
   // The same answer as PortCounters and as PortCountersExtended, alone and together.
-  (void)ports::needs_port_counters(caps);
-  (void)ports::merge_counters(caps, copy.data(), nullptr);
-  (void)ports::merge_counters(caps, nullptr, copy.data());
-  for (const auto& v : ports::merge_counters(caps, copy.data(), copy.data())) {
+  (void)mad::needs_port_counters(caps);
+  (void)mad::merge_counters(caps, copy.data(), nullptr);
+  (void)mad::merge_counters(caps, nullptr, copy.data());
+  for (const auto& v : mad::merge_counters(caps, copy.data(), copy.data())) {
     if (v.def == nullptr || !(v.value >= 0)) __builtin_trap();
   }
   return 0;

@@ -1,6 +1,6 @@
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/mad/attributes.h"
 #include "collectors/metrics.h"
-#include "collectors/ports/port_decode.h"
 
 #include <gtest/gtest.h>
 
@@ -87,8 +87,8 @@ TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
   EXPECT_EQ(hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
   EXPECT_EQ(hex_guid(0), "0x0000000000000000");
   EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
-  EXPECT_STREQ(ports::node_type_name(IB_NODE_SWITCH), "switch");
-  EXPECT_STREQ(ports::node_type_name(IB_NODE_CA), "CA");
+  EXPECT_STREQ(mad::node_type_name(IB_NODE_SWITCH), "switch");
+  EXPECT_STREQ(mad::node_type_name(IB_NODE_CA), "CA");
 }
 
 }  // namespace

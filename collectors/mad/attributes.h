@@ -1,5 +1,5 @@
 #pragma once
-// Decoding of the attributes the `ports` collector reads: PortInfo (SMP), ClassPortInfo,
+// Decoding of the IB attributes more than one collector reads: PortInfo (SMP), ClassPortInfo,
 // PortCounters and PortCountersExtended (PMA). Offsets and widths come from libibmad's field
 // table; this file only says which field means what. Every function takes the attribute data
 // (the MAD from its class's data offset on): 64 octets for SMP attributes, the PMA's whole
@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ibfabric::ports {
+namespace ibfabric::mad {
 
 // Attribute ids, node types and management classes are libibmad's names (<infiniband/mad.h>:
 // CLASS_PORT_INFO, IB_GSI_PORT_COUNTERS, IB_NODE_SWITCH, ...). libibmad names none of the bits
@@ -147,4 +147,4 @@ void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Lab
 // SymbolErrorCounter, 0xffffffff for PortXmitData.
 std::uint64_t field_max(enum MAD_FIELDS field);
 
-}  // namespace ibfabric::ports
+}  // namespace ibfabric::mad

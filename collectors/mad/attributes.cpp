@@ -1,11 +1,11 @@
-#include "collectors/ports/port_decode.h"
+#include "collectors/mad/attributes.h"
 
 #include "collectors/link_rate.h"
 
 #include <array>
 #include <cstdio>
 
-namespace ibfabric::ports {
+namespace ibfabric::mad {
 namespace {
 
 // libibmad's getters take a non-const buffer even for reading.
@@ -388,4 +388,4 @@ std::optional<double> effective_bytes_per_second(const PortInfo& pi) {
   return link_rate::effective_bytes_per_second(*speed, lanes(pi.width_active));
 }
 
-}  // namespace ibfabric::ports
+}  // namespace ibfabric::mad

@@ -1,11 +1,11 @@
-#include "collectors/ports/port_decode.h"
+#include "collectors/mad/attributes.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <map>
 
-namespace ibfabric::ports {
+namespace ibfabric::mad {
 namespace {
 
 // Big enough for any attribute here: PMA data areas are 192 octets (IB_PC_DATA_SZ).
@@ -186,4 +186,4 @@ TEST(Counters, MissingAttributeCostsOnlyItsValues) {
 }
 
 }  // namespace
-}  // namespace ibfabric::ports
+}  // namespace ibfabric::mad
