@@ -559,12 +559,80 @@ def probes():
                        target("sum by (instance, transport) (rate("
                               "ibfabric_probe_responder_requests_total{%s}[%s]))" % (SEL, RI),
                               "answered by {{instance}} ({{transport}})", ref="B")), 24, 7)
+    lay.row("Where is it? Probe loss and spikes localized to cables (collector paths)")
+    lay.add(localization_table("Suspect cables",
+                               "Cables that IbfabricSuspectLink names (recording rules of "
+                               "ibfabric.rules.yml, group ibfabric-localization): over 10 "
+                               "minutes, the faulty probe pairs (lost probes, or RTT spikes the "
+                               "network explains) each cable explains best, and in the "
+                               "direction the evidence points, how many faulty and clean pairs "
+                               "cross it. Cluster-wide: not filtered by instance or peer.",
+                               [("ibfabric:link_suspect_probe_pairs:10m", "explained pairs"),
+                                ("ibfabric:link_faulty_probe_pairs:10m", "faulty pairs"),
+                                ("ibfabric:link_clean_probe_pairs:10m", "clean pairs")]), 24, 7)
+    hops = ('ibfabric_path_hop_info{%s}' % psel)
+    by = "instance, peer, leg, hop, node_name, port, remote_node_name, remote_port, direction"
+
+    def at_end(expr, far):
+        """`expr` (by node_guid, port, from the fabric sweep) at one end of each hop's cable."""
+        if far:
+            expr = ('label_replace(label_replace(%s, "remote_node_guid", "$1", "node_guid", '
+                    '"(.*)"), "remote_port", "$1", "port", "(.*)")' % expr)
+            keys = "remote_node_guid, remote_port"
+        else:
+            keys = "node_guid, port"
+        return "max by (%s) (%s * on (%s) group_left () max by (%s) (%s))" % (
+            by, hops, keys, keys, expr)
+
+    fabric_rates = [
+        ("errors/s", "sum by (node_guid, port) (%s)" % " + ".join(
+            "rate(ibfabric_fabric_port_%s_total{job=~\"$job\"}[%s])" % (c, RI) for c in (
+                "symbol_errors", "link_error_recoveries", "link_downed", "receive_errors"))),
+        ("discards/s", "sum by (node_guid, port) (rate(ibfabric_fabric_port_transmit_discards_total"
+         "{job=~\"$job\"}[%s]))" % RI),
+        ("XmitWait ticks/s", "sum by (node_guid, port) (rate("
+         "ibfabric_fabric_port_transmit_wait_ticks_total{job=~\"$job\"}[%s]))" % RI),
+    ]
+    path_targets = [target("max by (%s) (%s)" % (by, hops), "cable", instant=True, fmt="table")]
+    for n, (what, expr) in enumerate(fabric_rates):
+        for far in (False, True):
+            path_targets.append(target(at_end(expr, far), "%s at %s end" % (
+                what, "remote" if far else "node"), ref="BCDEFG"[2 * n + far], instant=True,
+                fmt="table"))
+    lay.add(table("Path of the selected prober and peer",
+                  "The cables the probes of the selected instance(s) to the selected peer(s) "
+                  "cross (leg to_peer) and their answers (leg from_peer), hop by hop as the "
+                  "switches' forwarding tables route them (ibfabric_path_hop_info), with each "
+                  "end's error, discard and XmitWait rates from the fabric sweep (empty where "
+                  "no node sweeps that switch, and at a host's end). Pick one instance and one "
+                  "peer.", "none", *path_targets), 24, 10)
+    lay.add(timeseries("Untraced paths", "Legs whose latest trace failed, by reason "
+                       "(ibfabric_path_untraced): such a pair's cables are its last good trace, "
+                       "or none.", "none",
+                       target("count by (instance, reason) (ibfabric_path_untraced{%s})" % SEL,
+                              "{{instance}} {{reason}}")), 12, 7)
+    lay.add(timeseries("Paths per state", "Probed peers by the state of their path "
+                       "(ibfabric_path_peers): traced, untraced, pending, unplaced.", "none",
+                       target("sum by (state) (ibfabric_path_peers{%s})" % SEL, "{{state}}")),
+            12, 7)
     extra = [("peer", "Peer",
               'label_values(ibfabric_probe_sent_total{job=~"$job",instance=~"$instance"}, peer)')]
     return dashboard("ibfabric-probes", "ibfabric / Probes and jitter",
                      "Active probes between nodes: RTT distribution, p99 and spikes per peer, "
-                     "jitter, loss, and host delay told apart from network delay.", lay,
-                     variables(extra=extra))
+                     "jitter, loss, host delay told apart from network delay, and the cables "
+                     "that probe loss and spikes point at.", lay, variables(extra=extra))
+
+
+def localization_table(title, description, records):
+    """One row per suspect cable (both ends by name), a column per localization record."""
+    cable = "node_guid, port, remote_node_guid, remote_port, direction"
+    names = "node_name, port, remote_node_name, remote_port, direction"
+    targets = []
+    for n, (record, legend) in enumerate(records):
+        expr = ("max by (%s) (%s * on (%s) group_left (node_name, remote_node_name) "
+                "ibfabric:link_suspect_probe_pairs:10m)" % (names, record, cable))
+        targets.append(target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table"))
+    return table(title, description, "none", *targets)
 
 
 VF_KEY = "job, instance, pf, vf, pci_address"

@@ -77,20 +77,17 @@ class Discovery : public mad::FanOut {
     ask("node_info", subject,
         mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
         [this, route, parent_guid, parent_port](const mad::Response& r) {
-          auto guid = r.get64(IB_NODE_GUID_F);
-          int type = static_cast<int>(r.get(IB_NODE_TYPE_F));
-          int num_ports = static_cast<int>(r.get(IB_NODE_NPORTS_F));
-          int entered = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+          auto node = mad::decode_node_info(r.data());
           if (!route.empty()) {
-            topology_->add_link(parent_guid, parent_port, guid, entered);
-            topology_->add_link(guid, entered, parent_guid, parent_port);
+            topology_->add_link(parent_guid, parent_port, node.guid, node.local_port);
+            topology_->add_link(node.guid, node.local_port, parent_guid, parent_port);
           } else {
             // The local node answers through the engine's default port: its number, without
             // asking libibumad (a sysfs read) on the loop.
-            local_port_ = entered;
+            local_port_ = node.local_port;
           }
-          if (!topology_->add_node(guid, type, num_ports, route)) return;
-          explore(guid, type, num_ports, route);
+          if (!topology_->add_node(node.guid, node.type, node.num_ports, route)) return;
+          explore(node.guid, node.type, node.num_ports, route);
         });
   }
 
