@@ -151,6 +151,11 @@ SCENARIOS = [
                        port_errors=[("leaf-2", 3, "receive_errors", 30),
                                     ("spine-1", 2, "transmit_wait_ticks", 600)]),
      [("leaf-2", 3, "spine-1", 2)]),
+    ("the same faulty uplink, and h2 -> h5 loses probes too (a busy prober, say): that pair "
+     "crosses none of the uplink's cables; the cables it crosses that the uplink's pairs cross "
+     "too are no more suspect for it, so only the uplink is named",
+     mesh(HOSTS), dict(dropping=[downlink(1, 2)], lossy_pairs=[("h2", "h5")]),
+     [("leaf-2", 3, "spine-1", 2)]),
     ("a faulty host downlink: packets into h3 are dropped; all of h3's pairs lose probes, both "
      "ways, and its cable is the one they all share",
      mesh(HOSTS), dict(dropping=[into_host("h3")]),
@@ -195,7 +200,7 @@ DESCRIPTIONS = {
         "cannot tell them apart): none. Its own counters in 10 minutes (fabric sweep, those not "
         "zero): spine-1 port 2: 10 XmitWait ticks/s; leaf-2 port 3: 300 errors."],
     # one pair only: each of the four cables names the other three.
-    6: [("Cable %s best explains 1 probe pair(s) that lost probes or had RTT spikes in 10 "
+    7: [("Cable %s best explains 1 probe pair(s) that lost probes or had RTT spikes in 10 "
          "minutes (packets %s: 1 faulty, 0 clean pairs cross them; packets %s: 1 faulty, 0 clean "
          "pairs cross them). Pairs (prober -> peer): h1:10916 -> h3. Equally suspect (probes "
          "cannot tell them apart): %s. Its own counters in 10 minutes (fabric sweep, those not "

@@ -158,11 +158,14 @@ class LocalizationEndToEnd(unittest.TestCase):
         self.fabric.command('Error "%s"[%s] 30' % (receiver, receiver_port))
         cleared = False
         try:
-            others = set()
+            others = {}
 
             def named():
-                found = self.suspects()
-                others.update(found - {expected})
+                alerts = self.prom.firing_alerts("IbfabricSuspectLink")
+                found = {cable_of(a["labels"]) for a in alerts}
+                for a in alerts:
+                    if cable_of(a["labels"]) != expected:
+                        others[cable_of(a["labels"])] = a["annotations"]["description"]
                 return expected in found
             self.prom.wait_for(named, timeout=60, what="IbfabricSuspectLink naming %s" %
                                (expected,))
@@ -170,7 +173,7 @@ class LocalizationEndToEnd(unittest.TestCase):
             for _ in range(6):
                 named()
                 time.sleep(1)
-            self.assertEqual(others, set(), "IbfabricSuspectLink named other cables")
+            self.assertEqual(others, {}, "IbfabricSuspectLink named other cables: %s" % others)
             alert = [a for a in self.prom.firing_alerts("IbfabricSuspectLink")
                      if cable_of(a["labels"]) == expected][0]
             description = alert["annotations"]["description"]
