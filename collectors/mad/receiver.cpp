@@ -139,13 +139,18 @@ void EngineImpl::resolved(PortAddress via, std::uint64_t id, std::optional<PortA
   resolved_[via] = *addr;
   auto parked = std::move(call.parked);
   queued_ -= parked.size();
-  // A service on this port registers once it is open (see opened()).
+  // A service on this port registers now if another request opened it already, else as soon
+  // as it opens (see start_open() and opened()).
   for (auto& [sid, service] : services_) {
     if (service.via != via) continue;
     service.addr = *addr;
     auto& port = ports_[*addr];
     port.addr = *addr;
-    if (!port.open() && !port.is_opening()) start_open(port);
+    if (port.open()) {
+      if (!port.service_agents.count(sid)) register_service(port, sid, service);
+    } else if (!port.is_opening()) {
+      start_open(port);
+    }
   }
   for (auto& p : parked) {
     p->port = *addr;
