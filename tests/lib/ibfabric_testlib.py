@@ -81,6 +81,16 @@ def find_sample(samples, name, **labels):
     return found[0] if found else None
 
 
+def promtool_check_metrics(text):
+    """`promtool check metrics` on exposition text: (exit code, everything it printed). promtool
+    prints one line per problem, lint warnings included ("use base unit ...", "metric name
+    should not include type ..."); text that passes prints nothing, so a strict check asserts
+    (0, "") rather than the exit code alone."""
+    result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                            text=True, timeout=30)
+    return result.returncode, (result.stdout + result.stderr).strip()
+
+
 def run_once(args, env=None, cwd=None, timeout=60):
     return subprocess.run([ibfabricd_path(), "--once", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=timeout)
