@@ -119,8 +119,8 @@ def http_get(url, timeout=10, headers=None):
 
 # Daemon logs: one directory per test process (ibfabricd-logs-XXXX in the temp directory),
 # removed when the process exits after unittest reported every run successful, kept with its
-# path printed when a test failed or errored, or a run did not finish. A process killed outright
-# (ctest's SIGKILL at its timeout) keeps it too, without the message.
+# path printed when a test failed or errored, or a run did not finish. A process killed before
+# it can exit (as ctest ends one at its timeout) keeps it too, without the message.
 # IBFABRIC_KEEP_LOGS=1 keeps it always. A process that runs no unittest (a benchmark) keeps it
 # only when something is in it: a Daemon used as a context manager there removes its own log
 # when its block ends without an exception.
