@@ -252,8 +252,8 @@ def fabric_overview():
                  "the last day.", "none",
                  target("count((ibfabric_ports_link_width_lanes{%s} < "
                         "max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])) or "
-                        "(ibfabric_ports_link_speed_lane_gigabits{%s} < "
-                        "max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d]))) "
+                        "(ibfabric_ports_link_speed_lane_bytes_per_second{%s} < "
+                        "max_over_time(ibfabric_ports_link_speed_lane_bytes_per_second{%s}[1d]))) "
                         "or vector(0)" % (SEL, SEL, SEL, SEL), instant=True), thresholds=1), 6, 4)
     lay.add(stat("Collectors failing",
                  "Collectors whose last run could not read their source (see the daemon "
@@ -342,8 +342,8 @@ def fabric_overview():
                   "errors counted at either end over the dashboard's range (a bad transmitter "
                   "shows up as receive errors at the far end; a host's end comes from its own "
                   "ports collector), links downed at either end, and the link's width and lane "
-                  "speed now against their best in the last day. Each cable is one row, also "
-                  "one between two switches (its end with cable_end=\"a\").", "none",
+                  "speed (in Gb/s) now against their best in the last day. Each cable is one "
+                  "row, also one between two switches (its end with cable_end=\"a\").", "none",
                   target(both_ends(errors, host_errors), instant=True, fmt="table"),
                   target(both_ends(["ibfabric_fabric_port_link_downed_total"],
                                    ["ibfabric_ports_link_downed_total"]),
@@ -352,11 +352,12 @@ def fabric_overview():
                          ref="C", instant=True, fmt="table"),
                   target(switch_end("max_over_time(ibfabric_fabric_port_link_width_lanes{%s}[1d])"
                                     % fsel), ref="D", instant=True, fmt="table"),
-                  target(switch_end("ibfabric_fabric_port_link_speed_lane_gigabits{%s}" % fsel),
-                         ref="E", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_speed_lane_bytes_per_second{%s}"
+                                    " * 8 / 1e9" % fsel), ref="E", instant=True, fmt="table"),
                   target(switch_end("max_over_time("
-                                    "ibfabric_fabric_port_link_speed_lane_gigabits{%s}[1d])"
-                                    % fsel), ref="F", instant=True, fmt="table")), 24, 10)
+                                    "ibfabric_fabric_port_link_speed_lane_bytes_per_second{%s}[1d])"
+                                    " * 8 / 1e9" % fsel), ref="F", instant=True, fmt="table")),
+            24, 10)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
                      "top talkers, Subnet Manager state, switch ports.", lay, variables())
@@ -384,11 +385,13 @@ def node_detail():
                        target("max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])" % dsel,
                               "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
     lay.add(timeseries("Lane speed: now and best in the last day",
-                       "Per-lane signalling rate (NDR 100, HDR 50, EDR 25 Gb/s).", "none",
-                       target("ibfabric_ports_link_speed_lane_gigabits{%s}" % dsel,
+                       "Per-lane signalling rate in bits per second (the series is in bytes "
+                       "per second: times 8): NDR 100, HDR 50, EDR 25 Gb/s.", "bps",
+                       target("ibfabric_ports_link_speed_lane_bytes_per_second{%s} * 8" % dsel,
                               "{{device}}/{{port}} {{side}}"),
-                       target("max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d])"
-                              % dsel, "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
+                       target("max_over_time(ibfabric_ports_link_speed_lane_bytes_per_second{%s}"
+                              "[1d]) * 8" % dsel, "best {{device}}/{{port}} {{side}}", ref="B")),
+            8, 7)
     lay.row("Traffic")
     lay.add(timeseries("Throughput", "Bytes per second sent (positive) and received, local "
                        "port and the switch port facing it.", "Bps",
@@ -409,7 +412,7 @@ def node_detail():
                                   "{{device}}/{{port}} {{side}}")), 8, 7)
     lay.add(timeseries("Saturated 32-bit counters",
                        "1 when a PortCounters value is pegged at its maximum.", "none",
-                       target("ibfabric_ports_counter_saturated{%s}" % dsel,
+                       target("ibfabric_ports_counters_saturated{%s}" % dsel,
                               "{{device}}/{{port}} {{side}} {{counter}}")), 8, 7)
     extra = [("device", "Device",
               'label_values(ibfabric_ports_state{job=~"$job",instance=~"$instance"}, device)')]

@@ -354,10 +354,10 @@ class Sweep : public mad::FanOut {
         out.gauge("ibfabric_fabric_port_link_width_lanes",
                   "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
                   l, mad::lanes(pi.width_active));
-        out.gauge("ibfabric_fabric_port_link_speed_lane_gigabits",
-                  "Nominal signalling rate of one lane in Gb/s (PortInfo.LinkSpeedActive / "
-                  "LinkSpeedExtActive).",
-                  l, mad::lane_gbps(pi));
+        out.gauge("ibfabric_fabric_port_link_speed_lane_bytes_per_second",
+                  "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8 "
+                  "(PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                  l, mad::lane_gbps(pi) * 1e9 / 8);
         if (auto effective = mad::effective_bytes_per_second(pi)) {
           out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
                     "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
@@ -376,7 +376,7 @@ class Sweep : public mad::FanOut {
         if (v.saturated && *v.saturated) {
           Labels sl = labels;
           sl.emplace_back("counter", std::string(v.def->pma_name));
-          out.gauge("ibfabric_fabric_port_counter_saturated",
+          out.gauge("ibfabric_fabric_port_counters_saturated",
                     "Present (value 1) only for a counter read from 32-bit PortCounters that is "
                     "pegged at its maximum.",
                     sl, 1);

@@ -210,10 +210,11 @@ class Pass : public mad::FanOut {
                 "Active link width in mad::lanes, 0 when the link is down "
                 "(mad::PortInfo.LinkWidthActive).",
                 l, mad::lanes(pi.width_active));
-      out.gauge("ibfabric_ports_link_speed_lane_gigabits",
-                "Nominal signalling rate of one lane in Gb/s: 2.5 SDR, 5 DDR, 10 QDR, 14 FDR, 25 "
-                "EDR, 50 HDR, 100 NDR (mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-                l, mad::lane_gbps(pi));
+      out.gauge("ibfabric_ports_link_speed_lane_bytes_per_second",
+                "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8: 2.5 "
+                "SDR, 5 DDR, 10 QDR, 14 FDR, 25 EDR, 50 HDR, 100 NDR Gb/s "
+                "(mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                l, mad::lane_gbps(pi) * 1e9 / 8);
       out.gauge(
           "ibfabric_ports_rate_bytes_per_second",
           "Nominal signalling rate of the link in bytes per second (mad::lanes times lane rate).",
@@ -256,7 +257,7 @@ class Pass : public mad::FanOut {
         if (v.saturated) {
           Labels sl = l;
           sl.emplace_back("counter", std::string(v.def->pma_name));
-          out.gauge("ibfabric_ports_counter_saturated",
+          out.gauge("ibfabric_ports_counters_saturated",
                     "1 when a counter read from 32-bit PortCounters is pegged at its maximum and "
                     "stopped counting.",
                     sl, *v.saturated ? 1 : 0);
