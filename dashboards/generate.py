@@ -587,14 +587,15 @@ def probes():
         return "max by (%s) (%s * on (%s) group_left () max by (%s) (%s))" % (
             by, hops, keys, keys, expr)
 
+    # The fabric sweep's counters come from the sweeping nodes, not the prober: any instance.
     fabric_rates = [
         ("errors/s", "sum by (node_guid, port) (%s)" % " + ".join(
-            "rate(ibfabric_fabric_port_%s_total{job=~\"$job\"}[%s])" % (c, RI) for c in (
+            "rate(ibfabric_fabric_port_%s_total{job=~\"$job\",instance=~\".+\"}[%s])" % (c, RI) for c in (
                 "symbol_errors", "link_error_recoveries", "link_downed", "receive_errors"))),
         ("discards/s", "sum by (node_guid, port) (rate(ibfabric_fabric_port_transmit_discards_total"
-         "{job=~\"$job\"}[%s]))" % RI),
+         "{job=~\"$job\",instance=~\".+\"}[%s]))" % RI),
         ("XmitWait ticks/s", "sum by (node_guid, port) (rate("
-         "ibfabric_fabric_port_transmit_wait_ticks_total{job=~\"$job\"}[%s]))" % RI),
+         "ibfabric_fabric_port_transmit_wait_ticks_total{job=~\"$job\",instance=~\".+\"}[%s]))" % RI),
     ]
     path_targets = [target("max by (%s) (%s)" % (by, hops), "cable", instant=True, fmt="table")]
     for n, (what, expr) in enumerate(fabric_rates):
