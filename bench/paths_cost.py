@@ -52,14 +52,11 @@ def main():
     try:
         fabric.start()
         fabric.wait_ready(hosts=[hosts[0]])
-        # LIDs from the SA in one query, not one tool run per host.
-        out = fabric.run_tool(["saquery", "-t"], host=hosts[0], timeout=60).stdout
+        # (ibaddr per host: the shim passes no RMPP, so one SA table query lists one record.)
         lids = {}
-        for block in out.split("NodeRecord dump:")[1:]:
-            lid = re.search(r"lid\.+0x([0-9a-f]+)", block)
-            desc = re.search(r"NodeDescription\.+(.*)", block)
-            if lid and desc:
-                lids[desc.group(1).strip()] = int(lid.group(1), 16)
+        for h in hosts:
+            out = fabric.run_tool(["ibaddr"], host=h).stdout
+            lids[h] = int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
         targets = ", ".join('{lid: %d, name: "%s"}' % (lids[h], h.split()[0])
                             for h in hosts[1:] if h in lids)
         config = os.path.join(work.name, "ibfabricd.yaml")
