@@ -4,8 +4,8 @@ SMPs to trace a set of peers from a cold cache, SMPs per rotation of the peer su
 cache is warm (`rotate_every`), SMPs of a verification of the forwarding tables, and series per
 probed peer (probe and path series) in one scrape.
 
-    bench/paths_cost.py [--leaves 24] [--spines 8] [--hcas-per-leaf 8] [--peers 16]
-                        [--rotations 4] [--rotate-every 20]
+    bench/paths_cost.py [--leaves 16] [--spines 8] [--hcas-per-leaf 8] [--peers 16]
+                        [--rotations 3] [--rotate-every 20]
 
 One ibfabricd on the first host probes `--peers` of all the other hosts over MAD (a subset that
 moves on every `--rotate-every` seconds) and traces their paths; nothing answers the probes
@@ -36,11 +36,11 @@ def value(samples, name, **labels):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--leaves", type=int, default=24)
+    ap.add_argument("--leaves", type=int, default=16)
     ap.add_argument("--spines", type=int, default=8)
     ap.add_argument("--hcas-per-leaf", type=int, default=8)
     ap.add_argument("--peers", type=int, default=16)
-    ap.add_argument("--rotations", type=int, default=4)
+    ap.add_argument("--rotations", type=int, default=3)
     ap.add_argument("--rotate-every", type=int, default=20, help="seconds")
     ap.add_argument("--ibfabricd", default=os.path.join(HERE, "..", "build", "daemon", "ibfabricd"))
     a = ap.parse_args()
