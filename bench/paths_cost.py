@@ -9,7 +9,8 @@ probed peer (probe and path series) in one scrape.
 
 One ibfabricd on the first host probes `--peers` of all the other hosts over MAD (a subset that
 moves on every `--rotate-every` seconds) and traces their paths; nothing answers the probes
-(they are lost, which costs the paths nothing). Prints one line per figure.
+(they are lost, which costs the paths nothing). The peer: `ibtracert`, run once a leg for the
+same two legs of the first slot's peers, from the same host. Prints one line per figure.
 """
 
 import argparse
