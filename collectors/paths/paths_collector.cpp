@@ -498,7 +498,8 @@ class Run : public mad::FanOut {
     auto& r = t->result;
     if (r.deferred) return;  // stays stale; traced in a later run
     ++c_.traces_[path.cause];
-    const auto& [peer, transport] = t->key;
+    const auto& peer = t->key.first;
+    const auto& transport = t->key.second;
     auto settle = [&](LegState& leg, LegState& now, const char* name) {
       if (!now.failure.empty()) {
         if (leg.failure != now.failure) {
