@@ -38,7 +38,6 @@ constexpr const char* kNoAnswer = "no_answer";
 constexpr const char* kHopLimit = "hop_limit";
 constexpr const char* kLoop = "loop";
 constexpr const char* kWrongDestination = "wrong_destination";
-constexpr const char* kNoLocalPort = "no_local_port";
 // Not a failure: the run's MAD budget ran out first; the leg is traced in a later run.
 constexpr const char* kDeferred = "deferred";
 
