@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ibfabric::fabric {
 
@@ -32,12 +34,15 @@ struct FabricConfig {
   // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
   bool error_details = false;
   std::chrono::nanoseconds link_memory = std::chrono::hours(24);
+  // How long a switch port that cannot be read (its queries lost) keeps the values it was last
+  // read with, and a switch a discovery missed stays in the topology. 0: not at all.
+  std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
 };
 
 // name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
 //   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63,
 //   counters: all | errors_and_traffic | [symbol_errors, receive_bytes, ...],
-//   error_details: false, link_memory: 24h
+//   error_details: false, link_memory: 24h, keep_unread: 10m
 CollectorSpec spec();
 
 // The counter names `counters:` accepts, and those `errors_and_traffic` stands for.
@@ -68,6 +73,23 @@ class FabricCollector final : public Collector {
   void remember_links(const Topology& topology);
   bool exported(std::string_view metric) const;
 
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // What one switch port gave, part by part, and when each part was read: a sweep's result,
+  // and between sweeps the memory of every swept port (a part lost in a sweep is taken from it
+  // for keep_unread).
+  struct PortValues {
+    std::optional<mad::PortInfo> port_info;
+    std::vector<std::uint8_t> basic;                 // PortCounters data, empty: none
+    std::vector<std::uint8_t> extended;              // PortCountersExtended data
+    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
+    TimePoint port_info_at, basic_at, extended_at;
+    std::vector<TimePoint> details_at;
+  };
+  struct SwitchMemory {
+    std::vector<PortValues> ports;  // index = port number - 1
+  };
+
   struct RememberedLink {
     std::uint64_t remote_guid = 0;
     int remote_port = 0;
@@ -85,6 +107,13 @@ class FabricCollector final : public Collector {
   int sweeps_since_discovery_ = 0;
   bool rediscover_ = true;
   std::map<std::uint64_t, mad::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
+  // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
+  // is lost, so that a lost MAD does not cost every counter of the switch.
+  std::map<std::uint64_t, mad::PmaCapabilities> last_caps_;
+  std::map<std::uint64_t, SwitchMemory> memory_;  // per swept switch
+  // When each node was last found by a discovery or (a switch) answered a sweep query.
+  std::map<std::uint64_t, TimePoint> last_seen_;
+  std::map<std::uint64_t, std::uint64_t> switch_timeouts_;  // sweep queries timed out, per switch
 
   std::uint64_t discoveries_ = 0;
   double discovery_seconds_ = 0;
