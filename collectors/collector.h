@@ -71,6 +71,8 @@ struct CollectorContext {
   std::function<std::shared_ptr<mad::Engine>()> mad_engine;
   // Names for node GUIDs (node_name_map); never null. Re-read on every config (re)load.
   std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
+  // Where collectors keep state across restarts ("" = nowhere): state_directory, docs/design.md.
+  std::string state_directory = "";
 };
 
 struct CollectorSpec {

@@ -592,6 +592,7 @@ class Sweep : public mad::FanOut {
     out.declare("ibfabric_fabric_query_errors_total",
                 "MAD queries of the fabric collector that failed, by phase and attribute.",
                 MetricType::Counter);
+    c_.state_.fill_metrics(out);
     for (const auto& [key, n] : c_.errors_.counts()) {
       out.counter("ibfabric_fabric_query_errors_total",
                   "MAD queries of the fabric collector that failed, by phase and attribute.",
@@ -627,12 +628,54 @@ class Sweep : public mad::FanOut {
   Clock::time_point started_;
 };
 
-FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                                 FabricConfig config, std::shared_ptr<const NodeNameMap> names)
+FabricCollector::FabricCollector(boost::asio::io_context& io,
+                                 std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                                 FabricConfig config, std::shared_ptr<const NodeNameMap> names,
+                                 std::string state_directory)
     : mad_(std::move(engine_factory)),
       config_(std::move(config)),
       names_(std::move(names)),
+      state_(io, std::move(state_directory), "fabric"),
       errors_("fabric") {}
+
+void FabricCollector::restore_state(std::uint64_t origin) {
+  if (!pending_state_) return;
+  auto saved = std::move(*pending_state_);
+  pending_state_.reset();
+  if (saved.origin != origin) {
+    state_.reject("written for the fabric as seen from node " + hex_guid(saved.origin) +
+                  ", this daemon's node is " + hex_guid(origin));
+    return;
+  }
+  auto now = Clock::now();
+  std::size_t restored = 0;
+  for (const auto& l : saved.links) {
+    auto seen = state::to_steady(l.seen);
+    if (now - seen > config_.link_memory) continue;
+    // What discovery has just seen is newer.
+    restored += links_seen_
+                    .try_emplace({l.guid, l.port},
+                                 RememberedLink{l.remote_guid, l.remote_port, l.remote_type, l.name,
+                                                l.remote_name, seen})
+                    .second;
+  }
+  state_.set_restored(restored);
+}
+
+void FabricCollector::save_state(std::uint64_t origin) {
+  if (!state_.enabled()) return;
+  state::State s;
+  s.collector = "fabric";
+  s.origin = origin;
+  s.saved = state::unix_now();
+  s.links.reserve(links_seen_.size());
+  for (const auto& [end, link] : links_seen_) {
+    s.links.push_back(state::LinkRecord{"", end.first, end.second, link.remote_guid,
+                                        link.remote_port, link.remote_type,
+                                        state::to_unix(link.seen), link.name, link.remote_name});
+  }
+  state_.save(std::move(s));
+}
 
 bool FabricCollector::exported(std::string_view metric) const {
   if (config_.counters.empty()) return true;
@@ -660,6 +703,10 @@ void FabricCollector::remember_links(const Topology& topology) {
 }
 
 void FabricCollector::collect(Done done) {
+  if (!state_loaded_) {
+    state_loaded_ = true;
+    pending_state_ = state_.load();
+  }
   auto engine = mad_.engine();
   if (!engine) {
     done(CollectResult{{}, false, "no MAD engine"});
@@ -727,6 +774,12 @@ void FabricCollector::collect(Done done) {
     }
     topology_ = std::move(topology);
     remember_links(*topology_);
+    for (const auto& [guid, node] : topology_->nodes()) {
+      if (!node.route.empty() || node.carried) continue;
+      restore_state(guid);
+      save_state(guid);
+      break;
+    }
     pma_caps_.clear();
     rediscover_ = false;
     sweeps_since_discovery_ = 0;
@@ -815,8 +868,8 @@ CollectorSpec spec() {
                                     std::to_string(c.shards));
         }
         section.finish();
-        return std::make_unique<FabricCollector>(context.mad_engine, std::move(c),
-                                                 context.node_names);
+        return std::make_unique<FabricCollector>(context.io, context.mad_engine, std::move(c),
+                                                 context.node_names, context.state_directory);
       }};
 }
 

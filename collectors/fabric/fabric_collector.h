@@ -10,6 +10,7 @@
 #include "collectors/mad/attributes.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
+#include "collectors/state_store.h"
 
 #include <chrono>
 #include <cstdint>
@@ -51,8 +52,9 @@ std::set<std::string> errors_and_traffic_counters();
 
 class FabricCollector final : public Collector {
  public:
-  FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
-                  std::shared_ptr<const NodeNameMap> names);
+  FabricCollector(boost::asio::io_context& io,
+                  std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
+                  std::shared_ptr<const NodeNameMap> names, std::string state_directory = "");
   void collect(Done done) override;
 
   // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
@@ -71,6 +73,10 @@ class FabricCollector final : public Collector {
   // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
   // cable that went down is still named by what was plugged in there.
   void remember_links(const Topology& topology);
+  // The link memory of the state file, once, after the first discovery that found the local
+  // node (`origin`): only a file written for the fabric seen from that same node is used.
+  void restore_state(std::uint64_t origin);
+  void save_state(std::uint64_t origin);
   bool exported(std::string_view metric) const;
 
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -114,6 +120,9 @@ class FabricCollector final : public Collector {
   // When each node was last found by a discovery or (a switch) answered a sweep query.
   std::map<std::uint64_t, TimePoint> last_seen_;
   std::map<std::uint64_t, std::uint64_t> switch_timeouts_;  // sweep queries timed out, per switch
+  state::StateStore state_;
+  bool state_loaded_ = false;
+  std::optional<state::State> pending_state_;
 
   std::uint64_t discoveries_ = 0;
   double discovery_seconds_ = 0;

@@ -5,6 +5,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
+
 namespace ibfabric::ports {
 namespace {
 
@@ -404,8 +406,9 @@ class Pass : public mad::FanOut {
       }
       // The port number comes with the peer's PortInfo; when that was lost, NodeInfo's
       // LocalPortNum is the same port.
-      c_.peers_seen_[key] = {*p.node_guid, p.pma_port ? p.pma_port : p.entered_port, p.node_type,
-                             std::move(description), now};
+      c_.peers_seen_[key] = {
+          lp.node_guid, *p.node_guid,           p.pma_port ? p.pma_port : p.entered_port,
+          p.node_type,  std::move(description), now};
     }
     auto it = c_.peers_seen_.find(key);
     if (it == c_.peers_seen_.end()) return;
@@ -434,8 +437,57 @@ class Pass : public mad::FanOut {
               {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
 
+  // The link memory of the state file, for the local ports that are still there with the same
+  // CA (node GUID); once, at the first collection.
+  void restore_state() {
+    if (!c_.pending_state_) return;
+    auto saved = std::move(*c_.pending_state_);
+    c_.pending_state_.reset();
+    auto now = Clock::now();
+    std::size_t restored = 0;
+    std::size_t matched = 0;
+    for (const auto& l : saved.links) {
+      auto link = std::find_if(links_.begin(), links_.end(), [&](const Link& k) {
+        return k.local_port.ca == l.device && k.local_port.port == l.port &&
+               k.local_port.node_guid == l.guid;
+      });
+      if (link == links_.end()) continue;
+      ++matched;
+      auto seen = state::to_steady(l.seen);
+      if (now - seen > c_.config_.link_memory) continue;
+      c_.local_descriptions_.try_emplace(l.device, l.name);
+      restored +=
+          c_.peers_seen_
+              .try_emplace({l.device, l.port},
+                           PortsCollector::RememberedPeer{l.guid, l.remote_guid, l.remote_port,
+                                                          l.remote_type, l.remote_name, seen})
+              .second;
+    }
+    if (!saved.links.empty() && matched == 0) {
+      c_.state_.reject("written for other local ports (CA node GUIDs) than this host's");
+    }
+    c_.state_.set_restored(restored);
+  }
+
+  void save_state() {
+    if (!c_.state_.enabled()) return;
+    state::State s;
+    s.collector = "ports";
+    s.saved = state::unix_now();
+    for (const auto& [key, peer] : c_.peers_seen_) {
+      auto description = c_.local_descriptions_.find(key.first);
+      s.links.push_back(state::LinkRecord{
+          key.first, peer.local_guid, key.second, peer.guid, peer.port, peer.type,
+          state::to_unix(peer.seen),
+          description == c_.local_descriptions_.end() ? std::string() : description->second,
+          peer.description});
+    }
+    c_.state_.save(std::move(s));
+  }
+
   void settled() override {
     MetricsBuilder out;
+    restore_state();
     auto now = Clock::now();
     out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
                 MetricType::Gauge);
@@ -471,6 +523,8 @@ class Pass : public mad::FanOut {
                    {"attribute", attribute}},
                   static_cast<double>(n));
     }
+    save_state();
+    c_.state_.fill_metrics(out);
     CollectResult result;
     // No InfiniBand port (a RoCE-only or IB-less node) is nothing to collect, not a failure;
     // a port that exists but does not answer is. A pass that lost the local PortInfo but got
@@ -494,7 +548,8 @@ PortsCollector::PortsCollector(boost::asio::io_context& io,
                                std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                PortsConfig config, std::shared_ptr<const NodeNameMap> names,
                                mad::PortListing::Lister lister,
-                               std::chrono::nanoseconds listing_deadline)
+                               std::chrono::nanoseconds listing_deadline,
+                               std::string state_directory)
     : mad_(std::move(engine_factory)),
       config_(std::move(config)),
       listing_(io,
@@ -503,9 +558,14 @@ PortsCollector::PortsCollector(boost::asio::io_context& io,
                    : mad::PortListing::infiniband({config_.devices.begin(), config_.devices.end()}),
                listing_deadline),
       names_(std::move(names)),
+      state_(io, std::move(state_directory), "ports"),
       errors_("ports") {}
 
 void PortsCollector::collect(Done done) {
+  if (!state_loaded_) {
+    state_loaded_ = true;
+    pending_state_ = state_.load();
+  }
   mad::collect_with_ports(
       mad_, listing_, std::move(done), [this](std::vector<mad::LocalPort> ports, Done done) {
         std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
@@ -525,7 +585,9 @@ CollectorSpec spec() {
             section.get_duration("keep_unread", c.keep_unread, std::chrono::nanoseconds{0});
         section.finish();
         return std::make_unique<PortsCollector>(context.io, context.mad_engine, std::move(c),
-                                                context.node_names);
+                                                context.node_names, mad::PortListing::Lister{},
+                                                mad::PortListing::kDefaultDeadline,
+                                                context.state_directory);
       }};
 }
 

@@ -9,6 +9,7 @@
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
 #include "collectors/mad/port_listing.h"
+#include "collectors/state_store.h"
 
 #include <chrono>
 #include <cstdint>
@@ -47,7 +48,8 @@ class PortsCollector final : public Collector {
   PortsCollector(boost::asio::io_context& io,
                  std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
                  std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
-                 std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
+                 std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline,
+                 std::string state_directory = "");
   void collect(Done done) override;
 
   // Failed queries per (device, port, side, attribute).
@@ -87,6 +89,7 @@ class PortsCollector final : public Collector {
   // The far end of a local port's cable as last seen, so that a cable that went down is still
   // named by what was plugged in (the alert fires exactly when the far end stops answering).
   struct RememberedPeer {
+    std::uint64_t local_guid = 0;  // the local CA's node GUID (the state file checks it)
     std::uint64_t guid = 0;
     int port = 0;
     int type = 0;
@@ -101,6 +104,10 @@ class PortsCollector final : public Collector {
   std::map<std::pair<std::string, int>, RememberedPeer> peers_seen_;  // (device, port)
   std::map<std::string, std::string> local_descriptions_;             // device -> NodeDescription
   std::map<std::tuple<std::string, int, std::string>, Side> memory_;  // (device, port, side)
+  // Link memory across restarts: read at the first collection, applied to the ports it lists.
+  state::StateStore state_;
+  bool state_loaded_ = false;
+  std::optional<state::State> pending_state_;
   mad::QueryErrors<ErrorKey> errors_;
 };
 
