@@ -240,6 +240,89 @@ class LossyFabricTest(unittest.TestCase):
             self.assertIsNone(find_sample(s, "ibfabric_fabric_port_stale_seconds"))
         print("test ran %.1fs" % (time.monotonic() - t0))
 
+    def test_a_cable_down_before_a_restart_is_still_down_and_named_after_it(self):
+        """Issue 22, item 1: link memory survives a restart through the state directory."""
+        t0 = time.monotonic()
+        far = "node-012 mlx5_0"  # on leaf-04 port 3
+
+        def config(name, text):
+            path = os.path.join(self.f.workdir, name)
+            with open(path, "w") as f:
+                f.write(text)
+            return path
+
+        state_a = os.path.join(self.f.workdir, "state-a")
+        state_b = os.path.join(self.f.workdir, "state-b")
+        os.mkdir(state_a)
+        os.mkdir(state_b)
+        # A sweeps the fabric from node-004; B runs on the host whose cable is unlinked.
+        conf_a = config("a.yaml", "state_directory: %s\n%s" % (state_a, CONFIG))
+        conf_b = config("b.yaml", "state_directory: %s\nmad: {timeout: 100ms}\ncollectors:\n"
+                        "  sysfs: {enabled: false}\n  sm: {enabled: false}\n"
+                        "  ports: {interval: 1s}\n" % state_b)
+        port = {"device": "ibsim0", "port": "1"}
+
+        def written(s, collector):
+            return (value(s, "ibfabric_state_writes_total", collector=collector) or 0) >= 1
+
+        def fabric_down_and_named(s):
+            link = find_sample(s, "ibfabric_fabric_link_info", node_guid=self.leaf4, port="3")
+            return (value(s, "ibfabric_fabric_port_state", node_guid=self.leaf4, port="3") == 1
+                    and link is not None and link.labels["remote_node_name"] == far and link)
+
+        def host_down_and_named(s):
+            peer = find_sample(s, "ibfabric_ports_peer_info", **port)
+            return (value(s, "ibfabric_ports_state", side="local", **port) == 1 and
+                    peer is not None and peer.labels["peer_node_name"] == "leaf-04" and
+                    peer.labels["peer_port"] == "3" and peer)
+
+        with self.f.daemon(["--config", conf_a], host=HOST) as a, \
+                self.f.daemon(["--config", conf_b], host=far) as b:
+            s = a.wait_for(lambda s: value(s, "ibfabric_fabric_ports_swept") ==
+                           (LEAVES + SPINES) * SWITCH_PORTS and written(s, "fabric"),
+                           timeout=30, what="a sweep and the fabric state written")
+            self.leaf4 = find_sample(s, "ibfabric_fabric_node_info",
+                                     node_description="leaf-04").labels["node_guid"]
+            b.wait_for(lambda s: find_sample(s, "ibfabric_ports_peer_info", **port) and
+                       written(s, "ports"), timeout=30, what="B's peer read and its state written")
+            self.f.command('Unlink "leaf-04"[3]', settle=0)
+            a.wait_for(fabric_down_and_named, timeout=20, what="leaf-04 port 3 down, named")
+            b.wait_for(host_down_and_named, timeout=20, what="B's port down, its peer named")
+        with open(os.path.join(state_a, "fabric.state")) as f:
+            self.assertIn("node-012%20mlx5_0", f.read())
+
+        # Restarted: the cable is still down and still named at both ends, from the state files.
+        with self.f.daemon(["--config", conf_a], host=HOST) as a, \
+                self.f.daemon(["--config", conf_b], host=far) as b:
+            s = a.wait_for(fabric_down_and_named, timeout=30,
+                           what="after a restart, leaf-04 port 3 down and still named")
+            self.assertGreaterEqual(value(s, "ibfabric_state_restored_links", collector="fabric"),
+                                    1)
+            self.assertEqual(value(s, "ibfabric_state_files_ignored_total", collector="fabric"),
+                             0)
+            s = b.wait_for(host_down_and_named, timeout=30,
+                           what="after a restart, B's port down and its peer still named")
+            self.assertEqual(value(s, "ibfabric_state_restored_links", collector="ports"), 1)
+
+        # A state file that is not one (here: garbage) is ignored with one warning and counted;
+        # the daemon runs as without it, and the down cable is no longer named: what the state
+        # file brought back above is not there without it.
+        with open(os.path.join(state_a, "fabric.state"), "wb") as f:
+            f.write(b"ibfabric-state 1 fabric\norigin 0x\x00\xff garbage\n")
+        with self.f.daemon(["--config", conf_a], host=HOST) as a:
+            s = a.wait_for(lambda s: value(s, "ibfabric_fabric_port_state", node_guid=self.leaf4,
+                                           port="3") == 1, timeout=30, what="a sweep")
+            self.assertEqual(value(s, "ibfabric_state_files_ignored_total", collector="fabric"),
+                             1)
+            self.assertIsNone(find_sample(s, "ibfabric_fabric_link_info", node_guid=self.leaf4,
+                                          port="3"))
+            self.assertEqual(len(find_samples(s, "ibfabric_fabric_port_state")),
+                             (LEAVES + SPINES) * SWITCH_PORTS)
+            self.assertEqual(value(s, "ibfabric_collector_success", collector="fabric"), 1)
+            log = a.log()
+        self.assertEqual(log.count("state file ignored"), 1, log[-2000:])
+        print("\ntest ran %.1fs" % (time.monotonic() - t0))
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
