@@ -61,12 +61,15 @@ for i in "${!nodes[@]}"; do
   node_port=$((port + i))
   config=$scratch/$node.yaml
   args=()
+  # Link memory survives a restart of the daemon (docs/design.md); each node its own directory.
+  mkdir -p "$scratch/state-$node"
+  printf 'state_directory: %s\n' "$scratch/state-$node" >"$config"
   if ((i == 0)); then
     # The first node also sweeps the fabric and reads the ConnectX-7 fixture tree.
-    cp "$root/config/demo/ibfabricd.yaml" "$config"
+    cat "$root/config/demo/ibfabricd.yaml" >>"$config"
     args=(--sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr")
   else
-    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >"$config"
+    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >>"$config"
   fi
   printf '  probe:\n    enabled: true\n    interval: 5s\n    udp_listen: "127.0.0.1:%s"\n    probe_interval: 100ms\n    targets:\n%s\n' \
     "$(udp_port "$i")" "$(targets "$i")" >>"$config"
