@@ -440,7 +440,8 @@ class Pass : public mad::FanOut {
   // The link memory of the state file, for the local ports that are still there with the same
   // CA (node GUID); once, at the first collection.
   void restore_state() {
-    if (!c_.pending_state_) return;
+    // Not before the local ports are listed: they say which records are this host's.
+    if (!c_.pending_state_ || links_.empty()) return;
     auto saved = std::move(*c_.pending_state_);
     c_.pending_state_.reset();
     auto now = Clock::now();
