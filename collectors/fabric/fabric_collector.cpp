@@ -373,69 +373,68 @@ class Sweep : public mad::FanOut {
         if (!p.stale_since || at < *p.stale_since) p.stale_since = at;
         return true;
       };
+      auto unpack = [&](const FabricCollector::Packed& from, std::vector<std::uint8_t>& to,
+                        TimePoint& at) {
+        to = from.bytes;
+        to.resize(from.size, 0);
+        at = from.at;
+      };
       if (!p.port_info && p.lost_info && m.port_info && use(m.port_info_at)) {
         p.port_info = m.port_info;
         p.port_info_at = m.port_info_at;
       }
-      if (p.basic.empty() && p.lost_basic && !m.basic.empty() && use(m.basic_at)) {
-        p.basic = m.basic;
-        p.basic_at = m.basic_at;
+      if (p.basic.empty() && p.lost_basic && m.basic.size && use(m.basic.at)) {
+        unpack(m.basic, p.basic, p.basic_at);
       }
-      if (p.extended.empty() && p.lost_extended && !m.extended.empty() && use(m.extended_at)) {
-        p.extended = m.extended;
-        p.extended_at = m.extended_at;
+      if (p.extended.empty() && p.lost_extended && m.extended.size && use(m.extended.at)) {
+        unpack(m.extended, p.extended, p.extended_at);
       }
       for (std::size_t a = 0; a < p.lost_details.size() && a < m.details.size(); ++a) {
-        if (!p.lost_details[a] || m.details[a].empty()) continue;
+        if (!p.lost_details[a] || !m.details[a].size) continue;
         if (a < p.details.size() && !p.details[a].empty()) continue;
-        if (!use(m.details_at[a])) continue;
+        if (!use(m.details[a].at)) continue;
         p.details.resize(p.lost_details.size());
         p.details_at.resize(p.lost_details.size());
-        p.details[a] = m.details[a];
-        p.details_at[a] = m.details_at[a];
+        unpack(m.details[a], p.details[a], p.details_at[a]);
       }
     }
   }
 
   // Keeps what the switch's ports gave (read now or recalled) for the next sweep; a part not
-  // read now stays until it is older than keep_unread. Moves the data out of `sw`.
-  void remember(SwitchResult& sw, TimePoint now) {
+  // read now stays until it is older than keep_unread.
+  void remember(const SwitchResult& sw, TimePoint now) {
     auto& memory = c_.memory_[sw.node->guid].ports;
     memory.resize(sw.ports.size());
     const auto keep = c_.config_.keep_unread;
-    auto expired = [&](TimePoint at) { return now - at > keep; };
+    auto keep_part = [&](const std::vector<std::uint8_t>& data, TimePoint at,
+                         FabricCollector::Packed& to) {
+      if (!data.empty()) {
+        auto end = data.size();
+        while (end > 0 && data[end - 1] == 0) --end;
+        to.bytes.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(end));
+        to.bytes.shrink_to_fit();
+        to.size = static_cast<std::uint16_t>(data.size());
+        to.at = at;
+      } else if (now - to.at > keep) {
+        to = FabricCollector::Packed{};
+      }
+    };
     for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
-      auto& p = sw.ports[idx];
+      const auto& p = sw.ports[idx];
       auto& m = memory[idx];
       if (p.port_info) {
         m.port_info = p.port_info;
         m.port_info_at = p.port_info_at;
-      } else if (expired(m.port_info_at)) {
+      } else if (now - m.port_info_at > keep) {
         m.port_info.reset();
       }
-      if (!p.basic.empty()) {
-        m.basic = std::move(p.basic);
-        m.basic_at = p.basic_at;
-      } else if (expired(m.basic_at)) {
-        m.basic.clear();
-      }
-      if (!p.extended.empty()) {
-        m.extended = std::move(p.extended);
-        m.extended_at = p.extended_at;
-      } else if (expired(m.extended_at)) {
-        m.extended.clear();
-      }
-      if (m.details.size() < p.details.size()) {
-        m.details.resize(p.details.size());
-        m.details_at.resize(p.details.size());
-      }
+      keep_part(p.basic, p.basic_at, m.basic);
+      keep_part(p.extended, p.extended_at, m.extended);
+      if (m.details.size() < p.details.size()) m.details.resize(p.details.size());
       for (std::size_t a = 0; a < m.details.size(); ++a) {
-        if (a < p.details.size() && !p.details[a].empty()) {
-          m.details[a] = std::move(p.details[a]);
-          m.details_at[a] = p.details_at[a];
-        } else if (expired(m.details_at[a])) {
-          m.details[a].clear();
-        }
+        static const std::vector<std::uint8_t> kNone;
+        bool read = a < p.details.size() && !p.details[a].empty();
+        keep_part(read ? p.details[a] : kNone, read ? p.details_at[a] : TimePoint{}, m.details[a]);
       }
     }
   }

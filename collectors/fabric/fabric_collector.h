@@ -92,8 +92,21 @@ class FabricCollector final : public Collector {
     TimePoint port_info_at, basic_at, extended_at;
     std::vector<TimePoint> details_at;
   };
+  // An attribute's data between sweeps: without its trailing zero octets (reserved and unused
+  // fields are most of a PMA attribute's 192), and the size it is restored to when used.
+  struct Packed {
+    std::vector<std::uint8_t> bytes;
+    std::uint16_t size = 0;  // 0: nothing kept
+    TimePoint at;
+  };
+  struct PortMemory {
+    std::optional<mad::PortInfo> port_info;
+    TimePoint port_info_at;
+    Packed basic, extended;
+    std::vector<Packed> details;
+  };
   struct SwitchMemory {
-    std::vector<PortValues> ports;  // index = port number - 1
+    std::vector<PortMemory> ports;  // index = port number - 1
   };
 
   struct RememberedLink {
