@@ -240,6 +240,51 @@ class LossyFabricTest(unittest.TestCase):
             self.assertIsNone(find_sample(s, "ibfabric_fabric_port_stale_seconds"))
         print("test ran %.1fs" % (time.monotonic() - t0))
 
+    def test_a_switch_silent_for_longer_than_keep_unread_is_gone_and_comes_back(self):
+        """The bound: values older than keep_unread are dropped, and a switch that answered
+        nothing for that long leaves the topology; it returns when it answers again."""
+        path = os.path.join(self.f.workdir, "bound.yaml")
+        with open(path, "w") as f:
+            f.write("mad: {timeout: 100ms, retries: 1}\ncollectors:\n"
+                    "  sysfs: {enabled: false}\n  sm: {enabled: false}\n"
+                    "  ports: {enabled: false}\n"
+                    "  fabric: {enabled: true, interval: 1s, rediscover_every: 2, "
+                    "keep_unread: 3s}\n")
+        total = (LEAVES + SPINES) * SWITCH_PORTS
+        with self.f.daemon(["--config", path], host=HOST) as d:
+            s = d.wait_for(lambda s: value(s, "ibfabric_fabric_ports_swept") == total,
+                           timeout=30, what="a whole sweep")
+            leaf3 = find_sample(s, "ibfabric_fabric_node_info",
+                                node_description="leaf-03").labels["node_guid"]
+            # Every MAD to leaf-03 enters it through one of its two uplinks (port 0 would drop
+            # only the LID-routed ones: directed-route SMPs still reached it, seen here).
+            uplinks = [("leaf-03", HCAS + 1 + n) for n in range(SPINES)]
+            self.errors([(node, port, 100) for node, port in uplinks])
+            try:
+                s = d.wait_for(lambda s: value(s, "ibfabric_fabric_ports_stale") == SWITCH_PORTS,
+                               timeout=10, what="leaf-03's ports stale")
+                started = time.monotonic()
+                self.assertEqual(len(find_samples(s, "ibfabric_fabric_port_state",
+                                                  node_guid=leaf3)), SWITCH_PORTS)
+                self.assertEqual(value(s, "ibfabric_fabric_nodes", node_type="switch"), 6)
+                # Past keep_unread (3 s): its values are gone, and so is the switch.
+                s = d.wait_for(lambda s: value(s, "ibfabric_fabric_nodes",
+                                               node_type="switch") == 5,
+                               timeout=20, what="leaf-03 dropped from the topology")
+                self.assertGreater(time.monotonic() - started, 2.0)
+                self.assertEqual(find_samples(s, "ibfabric_fabric_port_state", node_guid=leaf3),
+                                 [])
+                self.assertEqual(value(s, "ibfabric_fabric_ports_stale"), 0)
+                self.assertEqual(len(find_samples(s, "ibfabric_fabric_port_state")),
+                                 total - SWITCH_PORTS)
+                # Its cables are still named (link_memory, 24h by default).
+                self.assertTrue(find_samples(s, "ibfabric_fabric_link_info", node_guid=leaf3))
+            finally:
+                self.errors([(node, port, 0) for node, port in uplinks])
+            d.wait_for(lambda s: value(s, "ibfabric_fabric_ports_swept") == total and
+                       value(s, "ibfabric_fabric_nodes", node_type="switch") == 6,
+                       timeout=20, what="leaf-03 back")
+
     def test_a_cable_down_before_a_restart_is_still_down_and_named_after_it(self):
         """Issue 22, item 1: link memory survives a restart through the state directory."""
         t0 = time.monotonic()
