@@ -444,12 +444,15 @@ class Sweep : public mad::FanOut {
     auto guid = hex_guid(sw.node->guid);
     out.gauge("ibfabric_fabric_switch_lid", "LID of the switch (PortInfo of its port 0).",
               {{"node_guid", guid}}, sw.node->lid);
-    if (auto it = c_.switch_timeouts_.find(sw.node->guid); it != c_.switch_timeouts_.end()) {
-      out.counter("ibfabric_fabric_switch_timeouts_total",
-                  "Sweep queries to this switch that got no answer after every retry of the MAD "
-                  "engine (present once one did).",
-                  {{"node_guid", guid}}, static_cast<double>(it->second));
-    }
+    // One series per switch, from 0: a counter that appears at its first increment loses that
+    // increment to rate().
+    auto timeouts = c_.switch_timeouts_.find(sw.node->guid);
+    out.counter(
+        "ibfabric_fabric_switch_timeouts_total",
+        "Sweep queries to this switch that got no answer after every retry of the MAD "
+        "engine.",
+        {{"node_guid", guid}},
+        timeouts == c_.switch_timeouts_.end() ? 0.0 : static_cast<double>(timeouts->second));
     if (sw.caps) {
       out.gauge("ibfabric_fabric_switch_pma_capability_mask",
                 "CapabilityMask of the switch's Performance Management agent (ClassPortInfo).",
@@ -544,10 +547,6 @@ class Sweep : public mad::FanOut {
     // Values lost in this sweep are taken from memory only when the fabric answered at all: a
     // sweep that got nothing back is a failed collection, not a lossy cable.
     const bool keep = c_.config_.keep_unread.count() > 0;
-    out.declare("ibfabric_fabric_switch_timeouts_total",
-                "Sweep queries to this switch that got no answer after every retry of the MAD "
-                "engine (present once one did).",
-                MetricType::Counter);
     for (auto& sw : switches_) {
       if (keep && switches_answered > 0) recall(sw, now);
       emit_switch(out, sw, now, ports_ok, ports_failed, ports_stale);

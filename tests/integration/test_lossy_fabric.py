@@ -42,7 +42,7 @@ FABRIC_PORT = "ibfabric_fabric_port_"
 PORTS = "ibfabric_ports_"
 # Series that may come and go: the staleness gauges themselves, and counters that appear on a
 # first failure.
-VOLATILE = ("_stale_seconds", "_query_errors_total", "_switch_timeouts_total",
+VOLATILE = ("_stale_seconds", "_query_errors_total",
             "_counter_saturated")
 
 
