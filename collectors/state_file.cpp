@@ -121,10 +121,10 @@ std::string serialize(const State& state) {
   out += "origin " + hex64(state.origin) + "\n";
   out += "saved " + number(state.saved) + "\n";
   for (const auto& l : state.links) {
-    out += "link " + escape(l.device) + " " + hex64(l.guid) + " " + std::to_string(l.port) + " " +
-           hex64(l.remote_guid) + " " + std::to_string(l.remote_port) + " " +
-           std::to_string(l.remote_type) + " " + number(l.seen) + " " + escape(l.name) + " " +
-           escape(l.remote_name) + "\n";
+    out += "link " + hex64(l.subnet) + " " + escape(l.device) + " " + hex64(l.guid) + " " +
+           std::to_string(l.port) + " " + hex64(l.remote_guid) + " " +
+           std::to_string(l.remote_port) + " " + std::to_string(l.remote_type) + " " +
+           number(l.seen) + " " + escape(l.name) + " " + escape(l.remote_name) + "\n";
   }
   out += "end " + std::to_string(state.links.size()) + "\n";
   return out;
@@ -182,15 +182,15 @@ ParseResult parse(std::string_view text) {
       ended = true;
       continue;
     }
-    if (f[0] != "link" || f.size() != 10) return fail(where + "expected a link or end line");
+    if (f[0] != "link" || f.size() != 11) return fail(where + "expected a link or end line");
     LinkRecord l;
-    auto device = unescape(f[1]);
-    auto name = unescape(f[8]);
-    auto remote_name = unescape(f[9]);
-    if (!device || !parse_guid(f[2], l.guid) || !parse_port(f[3], l.port) ||
-        !parse_guid(f[4], l.remote_guid) || !parse_port(f[5], l.remote_port) ||
-        !parse_int(f[6], l.remote_type) || l.remote_type < 0 || l.remote_type > 4 ||
-        !parse_time(f[7], l.seen) || !name || !remote_name) {
+    auto device = unescape(f[2]);
+    auto name = unescape(f[9]);
+    auto remote_name = unescape(f[10]);
+    if (!parse_guid(f[1], l.subnet) || !device || !parse_guid(f[3], l.guid) ||
+        !parse_port(f[4], l.port) || !parse_guid(f[5], l.remote_guid) ||
+        !parse_port(f[6], l.remote_port) || !parse_int(f[7], l.remote_type) || l.remote_type < 0 ||
+        l.remote_type > 4 || !parse_time(f[8], l.seen) || !name || !remote_name) {
       return fail(where + "bad link record");
     }
     l.device = std::move(*device);

@@ -9,8 +9,8 @@
 //   ibfabric-state 1 fabric
 //   origin 0x0002c90300000001
 //   saved 1764064800.250
-//   link - 0x0002c90200400001 5 0x0002c90200400002 1 2 1764064790.000 leaf-01 spine-01
-//   end 1
+//   link 0xfe80000000000000 - 0x0002c90200400001 5 0x0002c90200400002 1 2 1764064790.000 leaf-01
+//   spine-01 end 1
 //
 // Fields are separated by one space; text fields are percent-escaped (every byte below 0x21 or
 // above 0x7e, and '%'), "-" is the empty string and "%2D" a lone dash. `end N` closes the
@@ -33,6 +33,7 @@ inline constexpr std::size_t kMaxFileSize = 64u << 20;
 // node names); the ports collector a local CA port (`device`, `guid` = the CA's node GUID,
 // `name` its NodeDescription, `remote_name` the far end's NodeDescription).
 struct LinkRecord {
+  std::uint64_t subnet = 0;  // GID prefix of the local port the cable was seen from
   std::string device;
   std::uint64_t guid = 0;
   int port = 0;

@@ -124,6 +124,7 @@ class Discovery : public mad::FanOut {
       ask("port_info", subject,
           mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(p)),
           [this, guid, p, route](const mad::Response& r) {
+            if (route.empty()) topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
             auto& infos = topology_->find(guid)->port_info;
             if (static_cast<std::size_t>(p) <= infos.size()) {
               infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
@@ -636,14 +637,22 @@ FabricCollector::FabricCollector(boost::asio::io_context& io,
       state_(io, std::move(state_directory), "fabric"),
       errors_("fabric") {}
 
-void FabricCollector::restore_state(std::uint64_t origin) {
-  if (!pending_state_) return;
+void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) {
+  // Not before the subnet is known (the local PortInfo may have been lost).
+  if (!pending_state_ || !subnet) return;
   auto saved = std::move(*pending_state_);
   pending_state_.reset();
   if (saved.origin != origin) {
     state_.reject("written for the fabric as seen from node " + hex_guid(saved.origin) +
                   ", this daemon's node is " + hex_guid(origin));
     return;
+  }
+  for (const auto& l : saved.links) {
+    if (l.subnet != subnet) {
+      state_.reject("written for subnet " + hex_guid(l.subnet) + ", this port's is " +
+                    hex_guid(subnet));
+      return;
+    }
   }
   auto now = Clock::now();
   std::size_t restored = 0;
@@ -660,15 +669,15 @@ void FabricCollector::restore_state(std::uint64_t origin) {
   state_.set_restored(restored);
 }
 
-void FabricCollector::save_state(std::uint64_t origin) {
-  if (!state_.enabled()) return;
+void FabricCollector::save_state(std::uint64_t origin, std::uint64_t subnet) {
+  if (!state_.enabled() || !subnet) return;
   state::State s;
   s.collector = "fabric";
   s.origin = origin;
   s.saved = state::unix_now();
   s.links.reserve(links_seen_.size());
   for (const auto& [end, link] : links_seen_) {
-    s.links.push_back(state::LinkRecord{"", end.first, end.second, link.remote_guid,
+    s.links.push_back(state::LinkRecord{subnet, "", end.first, end.second, link.remote_guid,
                                         link.remote_port, link.remote_type,
                                         state::to_unix(link.seen), link.name, link.remote_name});
   }
@@ -774,8 +783,8 @@ void FabricCollector::collect(Done done) {
     remember_links(*topology_);
     for (const auto& [guid, node] : topology_->nodes()) {
       if (!node.route.empty() || node.carried) continue;
-      restore_state(guid);
-      save_state(guid);
+      restore_state(guid, topology_->subnet_prefix);
+      save_state(guid, topology_->subnet_prefix);
       break;
     }
     pma_caps_.clear();

@@ -74,9 +74,10 @@ class FabricCollector final : public Collector {
   // cable that went down is still named by what was plugged in there.
   void remember_links(const Topology& topology);
   // The link memory of the state file, once, after the first discovery that found the local
-  // node (`origin`): only a file written for the fabric seen from that same node is used.
-  void restore_state(std::uint64_t origin);
-  void save_state(std::uint64_t origin);
+  // node (`origin`) and read its port's GID prefix (`subnet`): only a file written for the
+  // fabric seen from that same node, on the same subnet, is used.
+  void restore_state(std::uint64_t origin, std::uint64_t subnet);
+  void save_state(std::uint64_t origin, std::uint64_t subnet);
   bool exported(std::string_view metric) const;
 
   using TimePoint = std::chrono::steady_clock::time_point;

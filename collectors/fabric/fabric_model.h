@@ -87,6 +87,9 @@ class Topology {
   std::vector<const Node*> switches() const;
   std::size_t count(int type) const;
 
+  // GID prefix of the local port discovery left through (its PortInfo); 0 when not read.
+  std::uint64_t subnet_prefix = 0;
+
  private:
   // Whether this discovery read port `port` of `guid` and found its link not up.
   bool seen_not_up(std::uint64_t guid, int port) const;

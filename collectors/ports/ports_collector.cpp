@@ -25,6 +25,7 @@ struct Link {
   Side peer;
   bool local_answered = false;
   bool peer_asked = false;
+  std::uint64_t subnet = 0;  // GID prefix of the local port (its PortInfo)
   std::string local_error;
   std::optional<std::string> local_description;
 };
@@ -40,7 +41,7 @@ class Pass : public mad::FanOut {
  public:
   Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
       : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
-    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, false, {}, {}});
+    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, false, 0, {}, {}});
   }
 
   void start() {
@@ -88,6 +89,7 @@ class Pass : public mad::FanOut {
         [this, i, port](const mad::Response& r) {
           auto& link = links_[i];
           link.local_answered = true;
+          link.subnet = r.get64(IB_PORT_GID_PREFIX_F);
           link.local.port_info = mad::decode_port_info(r.data());
           link.local.port_info_at = Clock::now();
           if (mad::routable_lid(link.local.port_info->lid)) {
@@ -404,11 +406,17 @@ class Pass : public mad::FanOut {
           !p.node_description && old != c_.peers_seen_.end() && old->second.guid == *p.node_guid) {
         description = old->second.description;
       }
+      // The local PortInfo (and with it the subnet) may have been lost in this pass.
+      auto subnet = link.subnet;
+      if (auto old = c_.peers_seen_.find(key); !subnet && old != c_.peers_seen_.end()) {
+        subnet = old->second.subnet;
+      }
       // The port number comes with the peer's PortInfo; when that was lost, NodeInfo's
       // LocalPortNum is the same port.
-      c_.peers_seen_[key] = {
-          lp.node_guid, *p.node_guid,           p.pma_port ? p.pma_port : p.entered_port,
-          p.node_type,  std::move(description), now};
+      c_.peers_seen_[key] = {lp.node_guid, subnet,
+                             *p.node_guid, p.pma_port ? p.pma_port : p.entered_port,
+                             p.node_type,  std::move(description),
+                             now};
     }
     auto it = c_.peers_seen_.find(key);
     if (it == c_.peers_seen_.end()) return;
@@ -440,31 +448,44 @@ class Pass : public mad::FanOut {
   // The link memory of the state file, for the local ports that are still there with the same
   // CA (node GUID); once, at the first collection.
   void restore_state() {
-    // Not before the local ports are listed: they say which records are this host's.
+    // Not before the local ports are listed and have answered their PortInfo: they say which
+    // records are this host's (CA node GUID, port, subnet).
     if (!c_.pending_state_ || links_.empty()) return;
+    for (const auto& link : links_) {
+      if (!link.local_answered) return;
+    }
     auto saved = std::move(*c_.pending_state_);
     c_.pending_state_.reset();
     auto now = Clock::now();
     std::size_t restored = 0;
     std::size_t matched = 0;
+    std::size_t other_subnet = 0;
     for (const auto& l : saved.links) {
       auto link = std::find_if(links_.begin(), links_.end(), [&](const Link& k) {
         return k.local_port.ca == l.device && k.local_port.port == l.port &&
                k.local_port.node_guid == l.guid;
       });
       if (link == links_.end()) continue;
+      if (link->subnet != l.subnet) {
+        ++other_subnet;
+        continue;
+      }
       ++matched;
       auto seen = state::to_steady(l.seen);
       if (now - seen > c_.config_.link_memory) continue;
       c_.local_descriptions_.try_emplace(l.device, l.name);
-      restored +=
-          c_.peers_seen_
-              .try_emplace({l.device, l.port},
-                           PortsCollector::RememberedPeer{l.guid, l.remote_guid, l.remote_port,
-                                                          l.remote_type, l.remote_name, seen})
-              .second;
+      restored += c_.peers_seen_
+                      .try_emplace({l.device, l.port},
+                                   PortsCollector::RememberedPeer{l.guid, l.subnet, l.remote_guid,
+                                                                  l.remote_port, l.remote_type,
+                                                                  l.remote_name, seen})
+                      .second;
     }
-    if (!saved.links.empty() && matched == 0) {
+    if (other_subnet > 0) {
+      c_.state_.reject(std::to_string(other_subnet) +
+                       " records written for a local port on another subnet (GID prefix); those "
+                       "are not used");
+    } else if (!saved.links.empty() && matched == 0) {
       c_.state_.reject("written for other local ports (CA node GUIDs) than this host's");
     }
     c_.state_.set_restored(restored);
@@ -476,9 +497,10 @@ class Pass : public mad::FanOut {
     s.collector = "ports";
     s.saved = state::unix_now();
     for (const auto& [key, peer] : c_.peers_seen_) {
+      if (!peer.subnet) continue;  // not known yet: the file would not be used
       auto description = c_.local_descriptions_.find(key.first);
       s.links.push_back(state::LinkRecord{
-          key.first, peer.local_guid, key.second, peer.guid, peer.port, peer.type,
+          peer.subnet, key.first, peer.local_guid, key.second, peer.guid, peer.port, peer.type,
           state::to_unix(peer.seen),
           description == c_.local_descriptions_.end() ? std::string() : description->second,
           peer.description});

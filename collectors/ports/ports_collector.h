@@ -90,6 +90,7 @@ class PortsCollector final : public Collector {
   // named by what was plugged in (the alert fires exactly when the far end stops answering).
   struct RememberedPeer {
     std::uint64_t local_guid = 0;  // the local CA's node GUID (the state file checks it)
+    std::uint64_t subnet = 0;      // the local port's GID prefix (so does it)
     std::uint64_t guid = 0;
     int port = 0;
     int type = 0;

@@ -349,23 +349,30 @@ class LossyFabricTest(unittest.TestCase):
                            what="after a restart, B's port down and its peer still named")
             self.assertEqual(value(s, "ibfabric_state_restored_links", collector="ports"), 1)
 
-        # A state file that is not one (here: garbage) is ignored with one warning and counted;
-        # the daemon runs as without it, and the down cable is no longer named: what the state
-        # file brought back above is not there without it.
-        with open(os.path.join(state_a, "fabric.state"), "wb") as f:
-            f.write(b"ibfabric-state 1 fabric\norigin 0x\x00\xff garbage\n")
-        with self.f.daemon(["--config", conf_a], host=HOST) as a:
-            s = a.wait_for(lambda s: value(s, "ibfabric_fabric_port_state", node_guid=self.leaf4,
-                                           port="3") == 1, timeout=30, what="a sweep")
-            self.assertEqual(value(s, "ibfabric_state_files_ignored_total", collector="fabric"),
-                             1)
-            self.assertIsNone(find_sample(s, "ibfabric_fabric_link_info", node_guid=self.leaf4,
-                                          port="3"))
-            self.assertEqual(len(find_samples(s, "ibfabric_fabric_port_state")),
-                             (LEAVES + SPINES) * SWITCH_PORTS)
-            self.assertEqual(value(s, "ibfabric_collector_success", collector="fabric"), 1)
-            log = a.log()
-        self.assertEqual(log.count("state file ignored"), 1, log[-2000:])
+        # A state file that is not this fabric's (another subnet: the GID prefix differs) or
+        # not one at all (garbage) is ignored with one warning and counted; the daemon runs as
+        # without it, and the down cable is no longer named: what the state file brought back
+        # above is not there without it.
+        with open(os.path.join(state_a, "fabric.state"), "rb") as f:
+            good = f.read()
+        self.assertIn(b" 0xfe80000000000000 ", good)  # ibsim's default subnet prefix
+        for bad in (good.replace(b" 0xfe80000000000000 ", b" 0xfe80000000000001 "),
+                    b"ibfabric-state 1 fabric\norigin 0x\x00\xff garbage\n"):
+            with open(os.path.join(state_a, "fabric.state"), "wb") as f:
+                f.write(bad)
+            with self.f.daemon(["--config", conf_a], host=HOST) as a:
+                s = a.wait_for(lambda s: value(s, "ibfabric_fabric_port_state",
+                                               node_guid=self.leaf4, port="3") == 1,
+                               timeout=30, what="a sweep")
+                self.assertEqual(value(s, "ibfabric_state_files_ignored_total",
+                                       collector="fabric"), 1)
+                self.assertIsNone(find_sample(s, "ibfabric_fabric_link_info",
+                                              node_guid=self.leaf4, port="3"))
+                self.assertEqual(len(find_samples(s, "ibfabric_fabric_port_state")),
+                                 (LEAVES + SPINES) * SWITCH_PORTS)
+                self.assertEqual(value(s, "ibfabric_collector_success", collector="fabric"), 1)
+                log = a.log()
+            self.assertEqual(log.count("state file ignored"), 1, log[-2000:])
         print("\ntest ran %.1fs" % (time.monotonic() - t0))
 
 

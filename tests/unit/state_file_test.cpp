@@ -20,12 +20,12 @@ State sample() {
   s.collector = "fabric";
   s.origin = 0x0002c90300000001ull;
   s.saved = 1764064800.25;
-  s.links.push_back({"", 0x0002c90200400001ull, 5, 0x0002c90200400002ull, 1, 2, 1764064790.0,
-                     "leaf-01", "spine-01"});
-  s.links.push_back({"", 0x0002c90200400001ull, 1, 0x0002c90300000009ull, 1, 1, 1764064791.5,
-                     "leaf 01 \"A1\" 100%", ""});
-  s.links.push_back({"mlx5_0", 0x0002c90300000009ull, 1, 0x0002c90200400001ull, 7, 2, 1764064799.0,
-                     "-", "\xc3\xa9t\xc3\xa9\n\ttab"});
+  s.links.push_back({0xfe80000000000000ull, "", 0x0002c90200400001ull, 5, 0x0002c90200400002ull, 1,
+                     2, 1764064790.0, "leaf-01", "spine-01"});
+  s.links.push_back({0xfe80000000000000ull, "", 0x0002c90200400001ull, 1, 0x0002c90300000009ull, 1,
+                     1, 1764064791.5, "leaf 01 \"A1\" 100%", ""});
+  s.links.push_back({0xfec0000000000001ull, "mlx5_0", 0x0002c90300000009ull, 1,
+                     0x0002c90200400001ull, 7, 2, 1764064799.0, "-", "\xc3\xa9t\xc3\xa9\n\ttab"});
   return s;
 }
 
@@ -92,6 +92,8 @@ TEST(StateFile, RejectsOtherVersionsGarbageAndBadRecords) {
   EXPECT_FALSE(with("leaf-01 spine-01", "leaf-01").state);
   EXPECT_FALSE(with("0x0002c90200400002", "0x2c90200400002").state);
   EXPECT_FALSE(with("\nend", "\r\nend").state);
+  EXPECT_FALSE(with("link 0xfe80000000000000 -", "link fe80000000000000 -").state);
+  EXPECT_FALSE(with("link 0xfe80000000000000 -", "link -").state);
   EXPECT_FALSE(parse("").state);
   EXPECT_FALSE(parse("\n").state);
   EXPECT_FALSE(parse(std::string(1000, '\0')).state);
