@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
+
 namespace ibfabric::state {
 
 using Clock = std::chrono::steady_clock;
@@ -26,9 +28,14 @@ StateStore::StateStore(boost::asio::io_context& io, std::string directory, std::
 
 std::optional<State> StateStore::load() {
   if (!enabled()) return std::nullopt;
+  remove_leftovers();
   auto result = state::load(path_);
   if (!result.state) {
-    if (!result.error.empty()) reject(result.error);
+    if (!result.error.empty()) {
+      reject(result.error);
+    } else {
+      spdlog::info("{}: no state file yet file=\"{}\"", collector_, path_);
+    }
     return std::nullopt;
   }
   if (result.state->collector != collector_) {
@@ -36,6 +43,21 @@ std::optional<State> StateStore::load() {
     return std::nullopt;
   }
   return std::move(result.state);
+}
+
+void StateStore::remove_leftovers() {
+  // Temporary files of writes a crash interrupted (write_atomically names them
+  // <file>.tmp.<pid>.<n>); never the file itself.
+  std::error_code ec;
+  auto path = std::filesystem::path(path_);
+  auto prefix = path.filename().string() + ".tmp.";
+  for (std::filesystem::directory_iterator it(path.parent_path(), ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->path().filename().string().starts_with(prefix)) {
+      std::error_code ignored;
+      std::filesystem::remove(it->path(), ignored);
+    }
+  }
 }
 
 void StateStore::reject(const std::string& why) {

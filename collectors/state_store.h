@@ -43,6 +43,8 @@ class StateStore {
   // The caller found a valid file that is not for this fabric (another node, another subnet):
   // one warning, counted like an invalid file.
   void reject(const std::string& why);
+  // Removes the temporary files of writes a crash interrupted (called by load()).
+  void remove_leftovers();
 
   // Writes `state` off the loop when it differs from the last one written (its `saved` time
   // aside) and kMinWriteInterval has passed since the last write; a write still under way

@@ -171,6 +171,14 @@ TEST_F(StateDir, ABadFileIsIgnoredOnceAndCounted) {
   StateStore fabric_again(io, dir_, "fabric");
   write("fabric.state", serialize(sample()));
   EXPECT_TRUE(fabric_again.load());
+  // A crash mid-write left a temporary file: the next load removes it, and nothing else.
+  write("fabric.state.tmp.123.4", "half a state");
+  write("other.file", "x");
+  StateStore after_crash(io, dir_, "fabric");
+  EXPECT_TRUE(after_crash.load());
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/fabric.state.tmp.123.4"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/other.file"));
+  EXPECT_TRUE(std::filesystem::exists(dir_ + "/fabric.state"));
   StateStore off(io, "", "fabric");
   EXPECT_FALSE(off.enabled());
   EXPECT_FALSE(off.load());
