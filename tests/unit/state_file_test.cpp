@@ -160,7 +160,8 @@ TEST_F(StateDir, WritesAtomicallyAndReadsBack) {
 
 TEST_F(StateDir, ABadFileIsIgnoredOnceAndCounted) {
   boost::asio::io_context io;
-  write("fabric.state", std::string("garbage\0\x01 not a state\n", 24));
+  static constexpr char kGarbage[] = "garbage\0\x01 not a state\n";
+  write("fabric.state", std::string(kGarbage, sizeof kGarbage - 1));
   StateStore store(io, dir_, "fabric");
   EXPECT_FALSE(store.load());
   EXPECT_EQ(metric(store, "ibfabric_state_files_ignored_total"), 1);
