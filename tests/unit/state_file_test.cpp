@@ -214,6 +214,16 @@ TEST_F(StateDir, SavesOffTheLoopAtABoundedRateAndSurvivesAReadOnlyDirectory) {
     ::chmod(dir_.c_str(), 0700);
     EXPECT_EQ(metric(readonly, "ibfabric_state_write_failures_total"), 1);
   }
+  // A read-only file system (/proc refuses new files, also to root): the same.
+  StateStore read_only(io, "/proc", "ports");
+  {
+    auto s = sample();
+    s.collector = "ports";
+    read_only.save(s);
+  }
+  run_until(io, [&] { return metric(read_only, "ibfabric_state_write_failures_total") == 1; });
+  EXPECT_EQ(metric(read_only, "ibfabric_state_write_failures_total"), 1);
+  EXPECT_FALSE(std::filesystem::exists("/proc/ports.state"));
   StateStore missing_dir(io, dir_ + "/gone", "ports");
   auto s = sample();
   s.collector = "ports";
