@@ -74,6 +74,8 @@ struct CollectorContext {
   std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
   // The peers the probe collector probes, for the paths collector; never null.
   std::shared_ptr<probe::PeerDirectory> probe_peers = std::make_shared<probe::PeerDirectory>();
+  // Where collectors keep state across restarts ("" = nowhere): state_directory, docs/design.md.
+  std::string state_directory = "";
 };
 
 struct CollectorSpec {

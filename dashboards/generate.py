@@ -315,6 +315,26 @@ def fabric_overview():
     lay.add(stat("Nodes in the fabric", "Switches and CAs found by the last discovery.", "none",
                  target("max by (node_type) (ibfabric_fabric_nodes{%s})" % fsel, "{{node_type}}",
                         instant=True)), 6, 4)
+    lay.add(stat("Switch ports shown from an earlier sweep",
+                 "Switch ports whose queries were lost in the last sweep (a lossy cable on the "
+                 "way drops MADs too) and that show the values last read instead, within "
+                 "keep_unread; not a port down.", "none",
+                 target("sum(ibfabric_fabric_ports_stale{%s}) or vector(0)" % fsel,
+                        instant=True), thresholds=1), 6, 4)
+    lay.add(stat("Oldest value shown",
+                 "Age of the oldest value a switch port or a host port (either end) shows from "
+                 "an earlier run because its queries were lost since.", "s",
+                 target("max(max(ibfabric_fabric_port_stale_seconds{%s}) or "
+                        "max(ibfabric_ports_stale_seconds{%s}) or vector(0))" % (fsel, SEL),
+                        instant=True)), 6, 4)
+    lay.add(timeseries("Sweep queries lost per switch",
+                       "Sweep queries to a switch that got no answer after every retry, per "
+                       "second, top 10: the switches behind a cable that drops packets.", "cps",
+                       target("topk(10, sum by (node_guid) (rate("
+                              "ibfabric_fabric_switch_timeouts_total{%s}[%s])) * on (node_guid) "
+                              "group_left (node_name) max by (node_guid, node_name) "
+                              "(ibfabric_fabric_node_info{%s}))" % (fsel, RI, fsel),
+                              "{{node_name}}")), 12, 4)
     lay.add(timeseries("Switch port errors per second",
                        "Symbol errors, link error recoveries, links downed and receive errors on "
                        "switch ports (every cable, including switch to switch), top 10.", "cps",

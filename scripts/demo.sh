@@ -66,12 +66,15 @@ for i in "${!nodes[@]}"; do
   node_port=$((port + i))
   config=$scratch/$node.yaml
   args=()
+  # Link memory survives a restart of the daemon (docs/design.md); each node its own directory.
+  mkdir -p "$scratch/state-$node"
+  printf 'state_directory: %s\n' "$scratch/state-$node" >"$config"
   if ((i == 0)); then
     # The first node also sweeps the fabric and reads the ConnectX-7 fixture tree.
-    cp "$root/config/demo/ibfabricd.yaml" "$config"
+    cat "$root/config/demo/ibfabricd.yaml" >>"$config"
     args=(--sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr")
   else
-    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >"$config"
+    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >>"$config"
   fi
   responder=true env=(SIM_SET_ISSM=1)
   if [[ $node == sm-node ]]; then responder=false env=(); fi
