@@ -15,7 +15,7 @@ as in test_prometheus_e2e (windows divided by 60, `for:` 3 s; expressions as shi
 - clearing the error resolves the alert.
 
 opensm runs on a spine (with ignore_other_sm), so every host's IsSM slot is free for a responder
-(SIM_SET_ISSM=1)."""
+(SIM_SET_ISSM=1); it is stopped once the routes are programmed, before the fault."""
 
 import os
 import random
@@ -63,8 +63,9 @@ class LocalizationEndToEnd(unittest.TestCase):
         conf = os.path.join(self.tmp, "opensm.conf")
         with open(conf, "w") as f:
             f.write("ignore_other_sm TRUE\n")
-        self.fabric.spawn("opensm", ["opensm", "-F", conf, "-f",
-                                     os.path.join(self.tmp, "opensm.log")], host="spine-01")
+        self.sm = self.fabric.spawn("opensm", ["opensm", "-F", conf, "-f",
+                                               os.path.join(self.tmp, "opensm.log")],
+                                    host="spine-01")
         self.hosts = ["node-%03d mlx5_0" % i for i in range(1, LEAVES * HCAS + 1)]
         self.fabric.wait_ready(hosts=self.hosts[:1])
         lids = {h: lid_of(self.fabric, h) for h in self.hosts}
@@ -138,6 +139,9 @@ class LocalizationEndToEnd(unittest.TestCase):
             self.assertEqual(self.prom.query("ibfabric:probe_pair_faulty:10m > 0"), [])
             time.sleep(1)
 
+        # The routes are programmed: opensm goes. Under the simulator the error drops its SMPs
+        # too, and then it reroutes now and then (seen here), moving the pairs off the cable.
+        self.sm.stop()
         # A cable direction whose pairs no other direction carries: probes can name it alone.
         sets = list(links.values())
         unique = sorted(k for k, v in links.items() if sets.count(v) == 1)
