@@ -89,6 +89,7 @@ SLOW_CLIENTS = 200
 SLOW_SEEN = 32   # connections a scrape must see open under the slow clients
 SLACK = 1.0 if not SANITIZED else 2.0
 FAILOVER_DEADLINE = 20.0
+SM_STUCK_AFTER = 10.0  # seconds without a master before the restarted opensm is started again
 SM_SETTLE = 5.0  # seconds a restarted opensm is given to become the master's standby
 RSS_MARGIN_BYTES = 8 * 1024 * 1024
 FD_MARGIN = 4
@@ -250,13 +251,14 @@ class SoakTest(unittest.TestCase):
         with open(conf, "w") as f:
             f.write(OPENSM_CONF)
         sms = {}
+        osm_logs = {}
 
         def start_sm(host):
             prio = 10 if host == MASTER_HOST else 5
+            osm_logs[host] = os.path.join(fabric.workdir,
+                                          "opensm-%d-%d.osm" % (prio, len(fabric.procs)))
             sms[host] = fabric.spawn("opensm-%d" % prio, [
-                "opensm", "-F", conf, "-p", str(prio), "-f",
-                os.path.join(fabric.workdir, "opensm-%d-%d.osm" % (prio, len(fabric.procs)))],
-                host=host)
+                "opensm", "-F", conf, "-p", str(prio), "-f", osm_logs[host]], host=host)
 
         start_sm(MASTER_HOST)
         fabric.wait_ready(hosts=[HOST])
@@ -318,6 +320,20 @@ class SoakTest(unittest.TestCase):
         def samples():
             return parse_exposition(daemons[-1].scrape(timeout=5))
 
+        def diagnostics(s):
+            lines = ["%s %s %g" % (x.name, x.labels, x.value) for x in s
+                     if x.name.startswith("ibfabric_sm_")]
+            for host, sm in sms.items():
+                lines.append("--- opensm on %s (pid %d, %s):" % (
+                    host, sm.pid, "alive" if sm.alive() else "exited"))
+                lines += sm.log().splitlines()[-6:]
+                try:
+                    with open(osm_logs[host], errors="replace") as f:
+                        lines += ["  " + l for l in f.read().splitlines()[-25:]]
+                except OSError:
+                    pass
+            return "\n".join(lines)
+
         def wait(predicate, deadline, what):
             """Scrapes every 0.1 s until predicate(samples); returns the seconds it took."""
             started = time.monotonic()
@@ -326,7 +342,7 @@ class SoakTest(unittest.TestCase):
                 if predicate(s):
                     return time.monotonic() - started
                 if time.monotonic() - started > deadline:
-                    self.fail("%s not seen within %.1f s" % (what, deadline))
+                    self.fail("%s not seen within %.1f s\n%s" % (what, deadline, diagnostics(s)))
                 time.sleep(0.1)
 
         # Warm-up: the first master known, every collector through a few runs.
@@ -343,6 +359,7 @@ class SoakTest(unittest.TestCase):
             return 2 * INTERVALS[collector] + SLACK
 
         handed_back = [0]
+        stuck_restarts = [0]
         sm_started = [time.monotonic()]  # when an opensm was last started
 
         def restart_sm(host):
@@ -375,9 +392,24 @@ class SoakTest(unittest.TestCase):
             if master_guid(samples()) == original:
                 handed_back[0] += 1  # the standby handed the subnet back by itself
             sms[STANDBY_HOST].stop(signal.SIGKILL)
-            gone["sm_failover"].append(wait(
-                lambda s: master_guid(s) == original, FAILOVER_DEADLINE,
-                "the priority-10 SM back as master"))
+            # A restarted opensm (started while the other was master) now and then stays in
+            # DISCOVERING for good once that master dies (seen here in about half the runs; its
+            # log ends at "Entering DISCOVERING state"; SIGHUP does not help). It is then
+            # killed and started again, alone in the subnet, and that is counted and printed.
+            killed = time.monotonic()
+            restarted = [False]
+
+            def back(s):
+                if master_guid(s) == original:
+                    return True
+                if not restarted[0] and time.monotonic() - killed > SM_STUCK_AFTER:
+                    sms[MASTER_HOST].stop(signal.SIGKILL)
+                    start_sm(MASTER_HOST)
+                    restarted[0] = True
+                    stuck_restarts[0] += 1
+                return False
+            gone["sm_failover"].append(wait(back, FAILOVER_DEADLINE + SM_STUCK_AFTER,
+                                            "the priority-10 SM back as master"))
             self.assertGreaterEqual(total(samples(), "ibfabric_sm_master_changes_total"),
                                     changes + 2)
             restart_sm(STANDBY_HOST)
@@ -552,8 +584,8 @@ class SoakTest(unittest.TestCase):
                   scraper.reloads_seen, sorted(scraper.reload_resets) or "none"))
         print("soak: visible after: %s" % {k: fmt(v) for k, v in seen.items()})
         print("soak: SM failovers: %d; the restarted priority-10 opensm had taken the subnet "
-              "back before the other was killed %d times" % (len(seen["sm_failover"]),
-                                                             handed_back[0]))
+              "back before the other was killed %d times; it stayed in DISCOVERING and was started again %d times"
+              % (len(seen["sm_failover"]), handed_back[0], stuck_restarts[0]))
         print("soak: gone after: %s" % {k: fmt(v) for k, v in gone.items()})
         print("soak: resident %.1f MiB after warm-up, %s at cycle ends, %.1f at the end; fds %d, "
               "%s, %d; threads %d, %s, %d; slow clients: up to %d connections open" % (
