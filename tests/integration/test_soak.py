@@ -606,10 +606,18 @@ class SoakTest(unittest.TestCase):
             self.assertLessEqual(threads, threads0 + THREAD_MARGIN, "threads, measurement %d" % i)
             if not SANITIZED:
                 self.assertLessEqual(rss, rss0 + RSS_MARGIN_BYTES, "resident memory, %d" % i)
+        # Sanitizer reports go to the daemon's standard error, or to files named
+        # LOG_PATH.PID when the *SAN_OPTIONS set log_path (as scripts/test.sh does).
+        log_paths = [o.split("=", 1)[1] for var in ("ASAN_OPTIONS", "UBSAN_OPTIONS",
+                                                    "TSAN_OPTIONS")
+                     for o in os.environ.get(var, "").split(":") if o.startswith("log_path=")]
         for inc in daemons:
             log = inc.log()
             for mark in SANITIZER_MARKS:
                 self.assertNotIn(mark, log, "sanitizer report in %s" % inc.stderr_path)
+            for prefix in log_paths:
+                report = "%s.%d" % (prefix, inc.process.pid)
+                self.assertFalse(os.path.exists(report), "sanitizer report in %s" % report)
         probes = find_sample(s, "ibfabric_probe_received_total", peer="self")
         self.assertGreater(probes.value, 100)
 
