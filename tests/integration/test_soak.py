@@ -375,6 +375,9 @@ class SoakTest(unittest.TestCase):
 
         def fault_sm_failover():
             sm_standby_time()
+            # The sm collector's last poll may have failed (a fault just cleared, or a restart):
+            # its next one names the master.
+            wait(lambda s: master_guid(s) is not None, two("sm") + 2, "a master SM known")
             s = samples()
             original = master_guid(s)
             # Whichever opensm is master now (the other one may have taken the subnet between
