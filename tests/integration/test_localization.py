@@ -30,7 +30,6 @@ from ibfabric_testlib import find_samples, free_port
 from promserver import PromServer
 from shipped import dashboard_queries, shortened_rules
 from simfabric import SHIM, SimFabric
-from test_paths import lid_of
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 LEAVES, SPINES, HCAS = 3, 2, 2
@@ -68,7 +67,7 @@ class LocalizationEndToEnd(unittest.TestCase):
                                     host="spine-01")
         self.hosts = ["node-%03d mlx5_0" % i for i in range(1, LEAVES * HCAS + 1)]
         self.fabric.wait_ready(hosts=self.hosts[:1])
-        lids = {h: lid_of(self.fabric, h) for h in self.hosts}
+        lids = {h: self.fabric.lid(h) for h in self.hosts}
         self.daemons = []
         for i, host in enumerate(self.hosts):
             targets = ", ".join('{lid: %d, name: "%s"}' % (lids[h], h.split()[0])

@@ -62,10 +62,6 @@ def daemon_hops(samples, peer, leg):
     return [hop for _, hop in rows]
 
 
-def lid_of(fabric, host):
-    out = fabric.run_tool(["ibaddr"], host=host).stdout
-    return int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
-
 
 @unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
                      shutil.which("ibtracert") and os.path.exists(SHIM),
@@ -126,7 +122,7 @@ class PathsTest(unittest.TestCase):
                 fabric, hosts = self.fabric(leaves, spines, hcas)
                 host = self.rng.choice(hosts)
                 fabric.wait_ready(hosts=[host])
-                lids = {h: lid_of(fabric, h) for h in hosts}
+                lids = {h: fabric.lid(h) for h in hosts}
                 targets = [(h.split()[0], lids[h]) for h in hosts if h != host]
                 daemon = self.start_daemon(fabric, host, targets)
                 samples = self.wait_traced(daemon, len(targets))
@@ -164,7 +160,7 @@ class PathsTest(unittest.TestCase):
         # near and dropping share the daemon's leaf; far is behind another.
         host, near, dropping, far = hosts[0], hosts[1], hosts[2], hosts[6]
         fabric.wait_ready(hosts=[host])
-        lids = {h: lid_of(fabric, h) for h in hosts}
+        lids = {h: fabric.lid(h) for h in hosts}
         # Every SMP that would enter `dropping`'s port is lost: its NodeInfo never answers.
         fabric.command('Error "%s"[1] 100' % dropping)
         unknown_lid = max(lids.values()) + 50

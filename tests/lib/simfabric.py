@@ -10,6 +10,7 @@ Python standard library only.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -257,6 +258,11 @@ class SimFabric:
             raise SimFabricError("%s failed (%d): %s" % (" ".join(args), r.returncode,
                                                          r.stderr.strip()[-1000:]))
         return r
+
+    def lid(self, host):
+        """The base LID of `host`'s port, as `ibaddr` prints it."""
+        out = self.run_tool(["ibaddr"], host=host).stdout
+        return int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
 
     def spawn(self, name, args, host=None, env=None):
         """A long-lived process under the shim (ended by close())."""
