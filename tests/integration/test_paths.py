@@ -183,6 +183,7 @@ class PathsTest(unittest.TestCase):
             self.assertFalse(find_samples(samples, "ibfabric_path_hop_info", peer=peer))
         self.assertEqual(len(find_samples(samples, "ibfabric_path_hop_info", peer="near",
                                           leg="to_peer")), 2)
+        self.assertRegex(daemon.scrape(), r"# HELP ibfabric_path_hop_info A cable")
         log = daemon.log()
         for peer, reason in (("far", "hop_limit"), ("dropping", "no_answer"),
                              ("nobody", "no_route")):
