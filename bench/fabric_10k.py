@@ -19,13 +19,18 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            running daemon, `shards: 1`: its discovery and the median of its steady sweeps 2
            to 1+STEADY (topology cached, from its debug log), MADs/s, CPU of every daemon
            thread and of ibsim per MAD over those sweeps; two running daemons on two nodes,
-           `shards: 2`, shard 0 and 1 at once: the same per shard.
+           `shards: 2`, shard 0 and 1 at once: the same per shard (they share ibsim's one
+           thread and the machine's cores); shard 0 of 2 alone, as each node of a real
+           fabric sweeps with its own CPU.
   budgets  for each series budget (`counters:` all, errors_and_traffic, a 5-counter list) and
            each of shards 1/1, 0/2, 1/2: a daemon's series (all, and the fabric's), the bytes
            and wall time of one whole scrape, gzip and text.
   prom     a real Prometheus (Debian's, tests/lib/promserver.py) scraping shard 0 of 2 every
            --prom-interval (timeout the same) for --prom-window seconds: its
            scrape_duration_seconds and scrape_samples_scraped.
+  default  (not in the default phases: about 7 minutes at 50,000 ports) the default rate limit
+           (2,000 MADs/s): a running daemon's discovery, first sweep and one steady sweep, with
+           `shards: 1`, then two daemons with `shards: 2` at once.
   memory   the daemon's peak RSS (VmHWM, reset with /proc/PID/clear_refs after its first
            steady sweep, or the largest VmRSS sampled every 20 ms if larger) over --mem-window seconds of sweeps every --steady-interval while
            scraped every 2 s, gzip, every 5th scrape plain text; beside an idle daemon (no
@@ -61,6 +66,10 @@ from simfabric import SimFabric  # noqa: E402
 DISCOVERY_DONE = re.compile(r"fabric: discovery done switches=(\d+) cas=(\d+) cables=(\d+) "
                             r"seconds=([\d.]+)")
 LIMITS = (12000, 1000, 80000)
+# The engine's default mad.max_queued (100,000) fails the MADs of a steady sweep of more than
+# about 33,000 switch ports from one node (3 per port, all queued at once) with queue_full:
+# the bench raises it (--max-queued; 100000 shows the failure).
+MAX_QUEUED = 1000000
 BUDGETS = (("all", "all"), ("errors_and_traffic", "errors_and_traffic"),
            ("list5", "[symbol_errors, link_downed, receive_errors, transmit_bytes, "
                      "receive_bytes]"))
@@ -89,9 +98,9 @@ def write(path, text):
 
 
 def daemon_config(f, name, interval="1h", rediscover=1000, shards=1, shard=0, counters="all",
-                  fabric=True):
-    text = "mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n" \
-           "  ports: {enabled: false}\n"
+                  fabric=True, rate_limit=0):
+    text = "mad: {rate_limit: %d, max_queued: %d}\ncollectors:\n  sysfs: {enabled: false}\n" \
+           "  ports: {enabled: false}\n" % (rate_limit, MAX_QUEUED)
     if fabric:
         text += ("  fabric: {enabled: true, interval: %s, rediscover_every: %d, shards: %d, "
                  "shard: %d, counters: %s}\n" % (interval, rediscover, shards, shard, counters))
@@ -265,12 +274,13 @@ class Steady:
         return out
 
 
-def run_steady(f, hosts, shards, interval, steady, timeout):
+def run_steady(f, hosts, shards, interval, steady, timeout, rate_limit=0, only=None):
+    """Steady sweeps of daemons sweeping shards 0..shards-1 at once (or only those in `only`)."""
     daemons = []
     try:
-        for shard in range(shards):
+        for shard in (range(shards) if only is None else only):
             cfg = daemon_config(f, "steady-%d-%d" % (shards, shard), interval=interval,
-                                shards=shards, shard=shard)
+                                shards=shards, shard=shard, rate_limit=rate_limit)
             d = f.daemon(["--config", cfg, "--log.level", "debug"], host=hosts[shard])
             daemons.append(d)
             d.start(timeout=60)
@@ -414,6 +424,7 @@ def memory(f, host, ports, interval, window, timeout):
 # --- main ----------------------------------------------------------------------------------
 
 def main():
+    global LIMITS, MAX_QUEUED
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
     p.add_argument("--shape", default="10x25x40x40x5",
@@ -426,7 +437,13 @@ def main():
     p.add_argument("--prom-window", type=int, default=120)
     p.add_argument("--mem-window", type=int, default=60)
     p.add_argument("--timeout", type=int, default=900, help="bound of every wait")
+    p.add_argument("--limits", default=None,
+                   help="NODES,SWITCHES,PORTS for ibsim -N -S -P (default: 12000,1000,80000, "
+                        "or 1.2x the shape's when that is larger)")
+    p.add_argument("--max-queued", type=int, default=MAX_QUEUED,
+                   help="mad.max_queued of every daemon (the engine's default is 100000)")
     a = p.parse_args()
+    MAX_QUEUED = a.max_queued
     # A SIGTERM (timeout(1)) still ends everything started, through the finally clauses.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     binary = os.path.join(a.build, "daemon", "ibfabricd")
@@ -436,6 +453,13 @@ def main():
     dims = [int(x) for x in a.shape.split("x")]
     text = fattree3(*dims) if len(dims) == 5 else fattree(*dims)
     names = hcas(text)
+    if a.limits:
+        LIMITS = tuple(int(x) for x in a.limits.split(","))
+    else:
+        nsw = len(re.findall(r"^Switch\t", text, re.M))
+        nports = sum(int(x) for x in re.findall(r"^Switch\t(\d+)", text, re.M))
+        want = (len(names) + nsw, nsw, nports + nsw + len(names))
+        LIMITS = tuple(max(d, int(w * 1.2)) for d, w in zip(LIMITS, want))
     # opensm runs on the first HCA; the daemons and ibqueryerrors on the next ones.
     hosts = names[1:3]
     phases = a.phases.split(",")
@@ -456,7 +480,7 @@ def main():
         say("switch ports swept: %d" % ports)
 
         if "sweep" in phases:
-            res = {k: [] for k in ("iqe", "iqe_ibsim", "once", "s1", "s2")}
+            res = {k: [] for k in ("iqe", "iqe_ibsim", "once", "s1", "s2", "s2alone")}
             for rnd in range(a.rounds):
                 say("round %d, load average %s" % (rnd + 1, os.getloadavg()))
                 wall, checked, ib = run_iqe(f, hosts[0])
@@ -470,18 +494,20 @@ def main():
                     "process %.2fs, peak RSS %.1f MiB, %d ports, %d failed, %d B text"
                     % (o["collector"], o["discovery"], o["sweep"], o["sweep_mads"], o["wall"],
                        o["peak_mib"], o["ports"], o["failed"], o["text_bytes"]))
-                for shards in (1, 2):
-                    out = run_steady(f, hosts, shards, a.steady_interval, a.steady, a.timeout)
-                    res["s%d" % shards].append(out)
+                for key, shards, only in (("s1", 1, None), ("s2", 2, None),
+                                          ("s2alone", 2, [0])):
+                    out = run_steady(f, hosts, shards, a.steady_interval, a.steady, a.timeout,
+                                     only=only)
+                    res[key].append(out)
                     for i, s in enumerate(out):
-                        say("  steady, shard %d of %d: discovery %.2fs, first sweep %.2fs, "
+                        say("  steady, shard %d of %d%s: discovery %.2fs, first sweep %.2fs, "
                             "steady sweep median %.2fs (%d MADs, %.0f MADs/s, failed ports "
                             "max %d), daemon CPU %.1f us per MAD, ibsim %.1f us per MAD, RSS "
                             "%.1f MiB, peak %.1f MiB" % (
-                                i, shards, s["discovery"], s["first_sweep"], s["sweep"],
-                                s["mads"], s["mads"] / s["sweep"], s["failed"],
-                                s["cpu_per_mad_us"], s["ibsim_per_mad_us"], s["rss_mib"],
-                                s["hwm_mib"]))
+                                i, shards, " alone" if only else "", s["discovery"],
+                                s["first_sweep"], s["sweep"], s["mads"], s["mads"] / s["sweep"],
+                                s["failed"], s["cpu_per_mad_us"], s["ibsim_per_mad_us"],
+                                s["rss_mib"], s["hwm_mib"]))
             med = statistics.median
             iqe = med(res["iqe"])
             say("\nmedians of %d rounds, %d switch ports:" % (a.rounds, ports))
@@ -508,6 +534,21 @@ def main():
                     wall = med(max(r[0]["sweep"], r[1]["sweep"]) for r in res["s2"])
                     say("  shards 2, both at once: the slower shard's sweep %.2fs: "
                         "ibqueryerrors / it %.2fx" % (wall, iqe / wall))
+            rows = [r[0] for r in res["s2alone"]]
+            sw = med(r["sweep"] for r in rows)
+            say("  shard 0 of 2 alone (no other sweeper): sweep %.2fs, %d MADs, %.0f MADs/s, "
+                "discovery %.2fs, daemon CPU %.1f us/MAD, ibsim %.1f us/MAD, RSS %.1f MiB: "
+                "ibqueryerrors / sweep %.2fx" % (
+                    sw, rows[-1]["mads"], rows[-1]["mads"] / sw,
+                    med(r["discovery"] for r in rows), med(r["cpu_per_mad_us"] for r in rows),
+                    med(r["ibsim_per_mad_us"] for r in rows), med(r["rss_mib"] for r in rows),
+                    iqe / sw))
+            for key in ("s1", "s2", "s2alone"):
+                for r in res[key]:
+                    for x in r:
+                        if x["failed"]:
+                            say("  WARNING: %s: a steady sweep had %d failed ports"
+                                % (key, x["failed"]))
 
         if "budgets" in phases:
             say("series budgets:")
@@ -527,6 +568,15 @@ def main():
             say("memory, fabric every %s, scraped every 2 s (every 5th as text) for %ds:"
                 % (a.steady_interval, a.mem_window))
             memory(f, hosts[0], ports, a.steady_interval, a.mem_window, a.timeout)
+        if "default" in phases:
+            say("default rate limit (2,000 MADs/s), shards 1 and shards 2, one after the other:")
+            for shards in (1, 2):
+                out = run_steady(f, hosts, shards, "1s", 1, a.timeout * 2, rate_limit=2000)
+                for i, s in enumerate(out):
+                    say("  shard %d of %d: discovery %.1fs, first sweep (PMA only) %.1fs, steady "
+                        "sweep %.1fs (%d MADs, %.0f MADs/s, failed ports max %d)"
+                        % (i, shards, s["discovery"], s["first_sweep"], s["sweep"], s["mads"],
+                           s["mads"] / s["sweep"], s["failed"]))
         say("ibsim RSS at the end %.1f MiB; load average %s"
             % (status_kib(f.ibsim.pid, "VmRSS") / 1024, os.getloadavg()))
     finally:
