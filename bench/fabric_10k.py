@@ -22,6 +22,8 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            `shards: 2`, shard 0 and 1 at once: the same per shard (they share ibsim's one
            thread and the machine's cores); shard 0 of 2 alone, as each node of a real
            fabric sweeps with its own CPU.
+  mads     (not in the default phases) the MADs one ibqueryerrors and one --once run send,
+           counted at the port as bench/fabric_sweep.py does.
   budgets  for each series budget (`counters:` all, errors_and_traffic, a 5-counter list) and
            each of shards 1/1, 0/2, 1/2: a daemon's series (all, and the fabric's), the bytes
            and wall time of one whole scrape, gzip and text.
@@ -345,13 +347,14 @@ def prom(f, host, window, interval, fabric_interval, timeout):
 
 
 def scraper(url, stop, every=2.0, text_every=5):
-    """Scrapes url every `every` seconds until `stop` is set: gzip, every text_every-th plain."""
+    """Scrapes url every `every` seconds until `stop` is set: gzip, every text_every-th plain
+    (none when 0)."""
     stats = {"gzip": [], "text": []}
     i = 0
     while not stop.is_set():
         start = time.monotonic()
         i += 1
-        kind = "text" if i % text_every == 0 else "gzip"
+        kind = "text" if text_every and i % text_every == 0 else "gzip"
         try:
             _, size, wall = scrape(url, kind == "gzip")
             stats[kind].append((size, wall))
@@ -361,7 +364,7 @@ def scraper(url, stop, every=2.0, text_every=5):
     return stats
 
 
-def memory_window(f, d, window, pid_ready):
+def memory_window(f, d, window, pid_ready, text_every=5):
     """Peak RSS over `window` seconds of 2-second scrapes (VmHWM reset at the start, and
     VmRSS sampled every 20 ms), the median of the samples, and the scrapes."""
     pid = d.process.pid
@@ -370,7 +373,8 @@ def memory_window(f, d, window, pid_ready):
         c.write("5")  # resets VmHWM to the current RSS
     stop = threading.Event()
     result = {}
-    th = threading.Thread(target=lambda: result.update(scraper(d.url + "/metrics", stop)))
+    th = threading.Thread(target=lambda: result.update(
+        scraper(d.url + "/metrics", stop, text_every=text_every)))
     th.start()
     rss = []
     end = time.monotonic() + window
@@ -386,39 +390,43 @@ def memory_window(f, d, window, pid_ready):
             "rss_max_sampled": max(rss), "scrapes": result}
 
 
-def memory(f, host, ports, interval, window, timeout):
+def memory(f, host, ports, interval, window, timeout, text_every=(5,)):
     idle_cfg = daemon_config(f, "idle", fabric=False)
     with f.daemon(["--config", idle_cfg], host=host) as d:
-        idle = memory_window(f, d, min(window, 30), lambda: time.sleep(2))
+        idle = memory_window(f, d, min(window, 30), lambda: time.sleep(2), text_every[0])
+    show("idle", idle)
     cfg = daemon_config(f, "mem", interval=interval, rediscover=10)
-    with f.daemon(["--config", cfg, "--log.level", "debug"], host=host) as d:
-        def ready():
-            deadline = time.monotonic() + timeout
-            while len(SWEEP_DONE.findall(d.log())) < 2:
-                if time.monotonic() > deadline:
-                    raise RuntimeError("no second sweep:\n" + d.log()[-2000:])
-                time.sleep(0.2)
-        busy = memory_window(f, d, window, ready)
-        sweeps = SWEEP_DONE.findall(d.log())
-    for name, m in (("idle", idle), ("sweeping", busy)):
-        sc = m["scrapes"]
-        say("  %s daemon: peak RSS %.1f MiB (VmHWM %.1f, max sampled %.1f), RSS median %.1f MiB; "
-            "%d gzip scrapes (median %d B, %.3fs), %d text (median %d B, "
-            "%.3fs), %d errors" % (
-                name, m["hwm"], m["vmhwm"], m["rss_max_sampled"], m["rss_median"],
-                len(sc["gzip"]),
-                statistics.median(x[0] for x in sc["gzip"]) if sc["gzip"] else 0,
-                statistics.median(x[1] for x in sc["gzip"]) if sc["gzip"] else 0,
-                len(sc["text"]),
-                statistics.median(x[0] for x in sc["text"]) if sc["text"] else 0,
-                statistics.median(x[1] for x in sc["text"]) if sc["text"] else 0,
-                len(sc.get("errors", []))))
-    say("  sweeps in the daemon's life: %d (failed ports max %d)"
-        % (len(sweeps), max(int(x[0]) for x in sweeps)))
-    say("  per swept switch port: peak %.2f KiB ((%.1f - %.1f) MiB / %d), median RSS %.2f KiB"
-        % ((busy["hwm"] - idle["hwm"]) * 1024 / ports, busy["hwm"], idle["hwm"], ports,
-           (busy["rss_median"] - idle["rss_median"]) * 1024 / ports))
-    return idle, busy
+    for every in text_every:
+        with f.daemon(["--config", cfg, "--log.level", "debug"], host=host) as d:
+            def ready():
+                deadline = time.monotonic() + timeout
+                while len(SWEEP_DONE.findall(d.log())) < 2:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError("no second sweep:\n" + d.log()[-2000:])
+                    time.sleep(0.2)
+            busy = memory_window(f, d, window, ready, every)
+            sweeps = SWEEP_DONE.findall(d.log())
+        show("sweeping (%s)" % ("every %dth scrape text" % every if every else "gzip only"),
+             busy)
+        say("  sweeps in the daemon's life: %d (failed ports max %d)"
+            % (len(sweeps), max(int(x[0]) for x in sweeps)))
+        say("  per swept switch port: peak %.2f KiB ((%.1f - %.1f) MiB / %d), median RSS %.2f "
+            "KiB" % ((busy["hwm"] - idle["hwm"]) * 1024 / ports, busy["hwm"], idle["hwm"],
+                     ports, (busy["rss_median"] - idle["rss_median"]) * 1024 / ports))
+
+
+def show(name, m):
+    sc = m["scrapes"]
+    say("  %s daemon: peak RSS %.1f MiB (VmHWM %.1f, max sampled %.1f), RSS median %.1f MiB; "
+        "%d gzip scrapes (median %d B, %.3fs), %d text (median %d B, %.3fs), %d errors" % (
+            name, m["hwm"], m["vmhwm"], m["rss_max_sampled"], m["rss_median"],
+            len(sc["gzip"]),
+            statistics.median(x[0] for x in sc["gzip"]) if sc["gzip"] else 0,
+            statistics.median(x[1] for x in sc["gzip"]) if sc["gzip"] else 0,
+            len(sc["text"]),
+            statistics.median(x[0] for x in sc["text"]) if sc["text"] else 0,
+            statistics.median(x[1] for x in sc["text"]) if sc["text"] else 0,
+            len(sc.get("errors", []))))
 
 
 # --- main ----------------------------------------------------------------------------------
@@ -436,6 +444,9 @@ def main():
     p.add_argument("--prom-interval", default="15s")
     p.add_argument("--prom-window", type=int, default=120)
     p.add_argument("--mem-window", type=int, default=60)
+    p.add_argument("--mem-text-every", default="5",
+                   help="memory phase: every Nth scrape plain text, 0 = gzip only; a "
+                        "comma-separated list runs one sweeping daemon per value")
     p.add_argument("--timeout", type=int, default=900, help="bound of every wait")
     p.add_argument("--limits", default=None,
                    help="NODES,SWITCHES,PORTS for ibsim -N -S -P (default: 12000,1000,80000, "
@@ -508,6 +519,8 @@ def main():
                                 s["first_sweep"], s["sweep"], s["mads"], s["mads"] / s["sweep"],
                                 s["failed"], s["cpu_per_mad_us"], s["ibsim_per_mad_us"],
                                 s["rss_mib"], s["hwm_mib"]))
+                    say("    this round: ibqueryerrors / the slowest of these sweeps %.2fx"
+                        % (wall / max(s["sweep"] for s in out)))
             med = statistics.median
             iqe = med(res["iqe"])
             say("\nmedians of %d rounds, %d switch ports:" % (a.rounds, ports))
@@ -550,6 +563,15 @@ def main():
                             say("  WARNING: %s: a steady sweep had %d failed ports"
                                 % (key, x["failed"]))
 
+        if "mads" in phases:
+            import fabric_sweep
+            fabric_sweep.HOST, fabric_sweep.OBSERVER = hosts[0], hosts[1]
+            counter = fabric_sweep.MadCounter(f)
+            n = counter.measure(lambda: run_iqe(f, hosts[0]))
+            m = counter.measure(lambda: run_once(f, binary, hosts[0], once_cfg))
+            say("MADs leaving %s (PortXmitPkts delta, baseline %d): ibqueryerrors %d, --once %d"
+                % (hosts[0], counter.baseline, n, m))
+
         if "budgets" in phases:
             say("series budgets:")
             budgets(f, hosts, a.timeout)
@@ -565,9 +587,10 @@ def main():
                    ", ".join("%.3f" % x for x in d), r["samples"], r["up"], r["prom_hwm_mib"]))
 
         if "memory" in phases:
-            say("memory, fabric every %s, scraped every 2 s (every 5th as text) for %ds:"
+            say("memory, fabric every %s, scraped every 2 s for %ds:"
                 % (a.steady_interval, a.mem_window))
-            memory(f, hosts[0], ports, a.steady_interval, a.mem_window, a.timeout)
+            memory(f, hosts[0], ports, a.steady_interval, a.mem_window, a.timeout,
+                   [int(x) for x in a.mem_text_every.split(",")])
         if "default" in phases:
             say("default rate limit (2,000 MADs/s), shards 1 and shards 2, one after the other:")
             for shards in (1, 2):
