@@ -33,10 +33,11 @@ Phases (`--phases`, comma-separated, in this order; all by default):
   default  (not in the default phases: about 7 minutes at 50,000 ports) the default rate limit
            (2,000 MADs/s): a running daemon's discovery, first sweep and one steady sweep, with
            `shards: 1`, then two daemons with `shards: 2` at once.
-  memory   the daemon's peak RSS (VmHWM, reset with /proc/PID/clear_refs after its first
-           steady sweep, or the largest VmRSS sampled every 20 ms if larger) over --mem-window seconds of sweeps every --steady-interval while
-           scraped every 2 s, gzip, every 5th scrape plain text; beside an idle daemon (no
-           collector) scraped the same way; KiB per swept switch port.
+  memory   the daemon's peak RSS (VmHWM, reset with /proc/PID/clear_refs after its second
+           sweep, or the largest VmRSS sampled every 20 ms if larger) and median RSS over
+           --mem-window seconds of sweeps every --steady-interval while scraped every 2 s:
+           gzip, every Nth scrape plain text (--mem-text-every N; 0: gzip only); beside an
+           idle daemon (no collector) scraped the same way; KiB per swept switch port.
 
 Everything it starts (ibsim, opensm, daemons, Prometheus) is ended by PID when it ends.
 
