@@ -24,6 +24,8 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            fabric sweeps with its own CPU.
   mads     (not in the default phases) the MADs one ibqueryerrors and one --once run send,
            counted at the port as bench/fabric_sweep.py does.
+  clients  (not in the default phases) --clients daemons, shards 0..N-1 of N, at once beside
+           opensm: which attach to ibsim and sweep their shard.
   budgets  for each series budget (`counters:` all, errors_and_traffic, a 5-counter list) and
            each of shards 1/1, 0/2, 1/2: a daemon's series (all, and the fabric's), the bytes
            and wall time of one whole scrape, gzip and text.
@@ -430,6 +432,39 @@ def show(name, m):
             len(sc.get("errors", []))))
 
 
+def clients(f, hosts, n, timeout):
+    """ibsim serves a limited number of attached processes: n daemons sweeping shards 0..n-1
+    of n at once, beside opensm. How many attach and sweep their shard without a failure?"""
+    say("%d daemons at once (shards: %d), beside opensm:" % (n, n))
+    daemons = []
+    try:
+        for i in range(n):
+            cfg = daemon_config(f, "clients-%d" % i, interval="1h", shards=n, shard=i)
+            d = f.daemon(["--config", cfg, "--log.level", "debug"], host=hosts[i])
+            daemons.append(d)
+            try:
+                d.start(timeout=60)
+            except RuntimeError as e:
+                lines = [x for x in str(e).splitlines() if x.strip()]
+                say("  daemon %d did not start: %s" % (i, " / ".join(lines[-3:])[:400]))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alive = [d for d in daemons if d.process.poll() is None]
+            if all(SWEEP_DONE.search(d.log()) or "error" in d.log() for d in alive):
+                break
+            time.sleep(1)
+        for i, d in enumerate(daemons):
+            sweep = SWEEP_DONE.search(d.log())
+            errors = [x for x in d.log().splitlines() if "level=error" in x or "level=warn" in x]
+            say("  daemon %d: %s, %s%s" % (
+                i, "running" if d.process.poll() is None else "exited %s" % d.process.returncode,
+                "swept, failed ports %s" % sweep.group(1) if sweep else "no sweep",
+                ("; first warning/error: " + errors[0][:200]) if errors else ""))
+    finally:
+        for d in daemons:
+            d.__exit__(None, None, None)
+
+
 # --- main ----------------------------------------------------------------------------------
 
 def main():
@@ -442,6 +477,7 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steady", type=int, default=3, help="steady sweeps per daemon and round")
     p.add_argument("--steady-interval", default="5s")
+    p.add_argument("--clients", type=int, default=10, help="daemons of the clients phase")
     p.add_argument("--prom-interval", default="15s")
     p.add_argument("--prom-window", type=int, default=120)
     p.add_argument("--mem-window", type=int, default=60)
@@ -572,6 +608,9 @@ def main():
             m = counter.measure(lambda: run_once(f, binary, hosts[0], once_cfg))
             say("MADs leaving %s (PortXmitPkts delta, baseline %d): ibqueryerrors %d, --once %d"
                 % (hosts[0], counter.baseline, n, m))
+
+        if "clients" in phases:
+            clients(f, names[1:1 + a.clients], a.clients, a.timeout)
 
         if "budgets" in phases:
             say("series budgets:")
