@@ -10,6 +10,7 @@ host, divided by the switch ports swept: the cost per swept port. Also the peak 
 bytes of one gzip and one identity scrape.
 
     bench/fabric_scale.py [--rounds 3] [--sizes 8x4x9,16x8x18,32x16x18,48x24x24,60x30x32]
+                          [--keep-unread 0s]
 
 A size is LEAVESxSPINESxHCAS_PER_LEAF (tests/lib/gen_fattree.py). ibsim's default limits hold
 2,048 nodes: the largest default size, 60x30x32, has 1,920 HCAs and 90 switches. Larger fabrics
@@ -129,6 +130,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--sizes", default="8x4x9,16x8x18,32x16x18,48x24x24,60x30x32")
     p.add_argument("--build", default=os.path.join(ROOT, "build"))
+    # The fabric collector's memory of every port's last values (docs/design.md, "A lossy fabric
+    # is not a down fabric"); "0s" measures without it.
+    p.add_argument("--keep-unread", default=None)
     a = p.parse_args()
     os.environ["IBFABRICD"] = os.path.join(a.build, "daemon", "ibfabricd")
     rows = []
@@ -144,7 +148,8 @@ def main():
             with open(config, "w") as out:
                 out.write("mad: {rate_limit: 0}\ncollectors:\n  sysfs: {enabled: false}\n"
                           "  ports: {enabled: false}\n"
-                          "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")
+                          "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000%s}\n"
+                          % ("" if a.keep_unread is None else ", keep_unread: " + a.keep_unread))
             idle_config = os.path.join(f.workdir, "idle.yaml")
             with open(idle_config, "w") as out:
                 out.write("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n")

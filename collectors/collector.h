@@ -18,6 +18,7 @@
 //   the kernel lets it (its late result is discarded).
 #include "collectors/metrics.h"
 #include "collectors/names/node_names.h"
+#include "collectors/probe/peer_directory.h"
 #include "config/config_section.h"
 
 #include <boost/asio/io_context.hpp>
@@ -71,6 +72,10 @@ struct CollectorContext {
   std::function<std::shared_ptr<mad::Engine>()> mad_engine;
   // Names for node GUIDs (node_name_map); never null. Re-read on every config (re)load.
   std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
+  // The peers the probe collector probes, for the paths collector; never null.
+  std::shared_ptr<probe::PeerDirectory> probe_peers = std::make_shared<probe::PeerDirectory>();
+  // Where collectors keep state across restarts ("" = nowhere): state_directory, docs/design.md.
+  std::string state_directory = "";
 };
 
 struct CollectorSpec {

@@ -1,5 +1,6 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_collector.h"
+#include "collectors/paths/paths_collector.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/probe/probe_collector.h"
 #include "collectors/sm/sm_collector.h"
@@ -21,6 +22,7 @@ std::span<const CollectorSpec> collector_specs() {
       sriov::spec(),
       fabric::spec(),
       probe::spec(),
+      paths::spec(),
   };
   // clang-format on
   return specs;

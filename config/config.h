@@ -46,6 +46,9 @@ struct DaemonConfig {
   std::string sysfs_root = "/sys";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;
+  // Where the MAD collectors keep what must survive a restart (collectors/state_store.h);
+  // unset = $STATE_DIRECTORY (systemd's StateDirectory=), else none; "" = none.
+  std::optional<std::string> state_directory;
   std::optional<ConfigSection> mad;         // the `mad:` section, read by the MAD engine's parser
   std::vector<CollectorConfig> collectors;  // every registered collector, in registry order
 };

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <csignal>
+#include <cstdlib>
 #include <iostream>
 
 namespace ibfabric {
@@ -126,6 +127,14 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonCon
   // A context of its own, so that a rejected reload leaves the running one untouched.
   CollectorContext context = context_;
   context.sysfs_root = config.sysfs_root;
+  if (config.state_directory) {
+    context.state_directory = *config.state_directory;
+  } else if (const char* env = std::getenv("STATE_DIRECTORY"); env != nullptr) {
+    // systemd's StateDirectory=: a colon-separated list when the unit names several.
+    context.state_directory = std::string(env).substr(0, std::string(env).find(':'));
+  } else {
+    context.state_directory.clear();
+  }
   context.node_names = config.node_name_map ? NodeNameMap::load(*config.node_name_map, false)
                                             : NodeNameMap::load(kDefaultNodeNameMap, true);
   if (context.node_names->size() > 0) {

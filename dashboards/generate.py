@@ -252,8 +252,8 @@ def fabric_overview():
                  "the last day.", "none",
                  target("count((ibfabric_ports_link_width_lanes{%s} < "
                         "max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])) or "
-                        "(ibfabric_ports_link_speed_lane_gigabits{%s} < "
-                        "max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d]))) "
+                        "(ibfabric_ports_link_speed_lane_bytes_per_second{%s} < "
+                        "max_over_time(ibfabric_ports_link_speed_lane_bytes_per_second{%s}[1d]))) "
                         "or vector(0)" % (SEL, SEL, SEL, SEL), instant=True), thresholds=1), 6, 4)
     lay.add(stat("Collectors failing",
                  "Collectors whose last run could not read their source (see the daemon "
@@ -315,6 +315,26 @@ def fabric_overview():
     lay.add(stat("Nodes in the fabric", "Switches and CAs found by the last discovery.", "none",
                  target("max by (node_type) (ibfabric_fabric_nodes{%s})" % fsel, "{{node_type}}",
                         instant=True)), 6, 4)
+    lay.add(stat("Switch ports shown from an earlier sweep",
+                 "Switch ports whose queries were lost in the last sweep (a lossy cable on the "
+                 "way drops MADs too) and that show the values last read instead, within "
+                 "keep_unread; not a port down.", "none",
+                 target("sum(ibfabric_fabric_ports_stale{%s}) or vector(0)" % fsel,
+                        instant=True), thresholds=1), 6, 4)
+    lay.add(stat("Oldest value shown",
+                 "Age of the oldest value a switch port or a host port (either end) shows from "
+                 "an earlier run because its queries were lost since.", "s",
+                 target("max(max(ibfabric_fabric_port_stale_seconds{%s}) or "
+                        "max(ibfabric_ports_stale_seconds{%s}) or vector(0))" % (fsel, SEL),
+                        instant=True)), 6, 4)
+    lay.add(timeseries("Sweep queries lost per switch",
+                       "Sweep queries to a switch that got no answer after every retry, per "
+                       "second, top 10: the switches behind a cable that drops packets.", "cps",
+                       target("topk(10, sum by (node_guid) (rate("
+                              "ibfabric_fabric_switch_timeouts_total{%s}[%s])) * on (node_guid) "
+                              "group_left (node_name) max by (node_guid, node_name) "
+                              "(ibfabric_fabric_node_info{%s}))" % (fsel, RI, fsel),
+                              "{{node_name}}")), 12, 4)
     lay.add(timeseries("Switch port errors per second",
                        "Symbol errors, link error recoveries, links downed and receive errors on "
                        "switch ports (every cable, including switch to switch), top 10.", "cps",
@@ -342,8 +362,8 @@ def fabric_overview():
                   "errors counted at either end over the dashboard's range (a bad transmitter "
                   "shows up as receive errors at the far end; a host's end comes from its own "
                   "ports collector), links downed at either end, and the link's width and lane "
-                  "speed now against their best in the last day. Each cable is one row, also "
-                  "one between two switches (its end with cable_end=\"a\").", "none",
+                  "speed (in Gb/s) now against their best in the last day. Each cable is one "
+                  "row, also one between two switches (its end with cable_end=\"a\").", "none",
                   target(both_ends(errors, host_errors), instant=True, fmt="table"),
                   target(both_ends(["ibfabric_fabric_port_link_downed_total"],
                                    ["ibfabric_ports_link_downed_total"]),
@@ -352,11 +372,12 @@ def fabric_overview():
                          ref="C", instant=True, fmt="table"),
                   target(switch_end("max_over_time(ibfabric_fabric_port_link_width_lanes{%s}[1d])"
                                     % fsel), ref="D", instant=True, fmt="table"),
-                  target(switch_end("ibfabric_fabric_port_link_speed_lane_gigabits{%s}" % fsel),
-                         ref="E", instant=True, fmt="table"),
+                  target(switch_end("ibfabric_fabric_port_link_speed_lane_bytes_per_second{%s}"
+                                    " * 8 / 1e9" % fsel), ref="E", instant=True, fmt="table"),
                   target(switch_end("max_over_time("
-                                    "ibfabric_fabric_port_link_speed_lane_gigabits{%s}[1d])"
-                                    % fsel), ref="F", instant=True, fmt="table")), 24, 10)
+                                    "ibfabric_fabric_port_link_speed_lane_bytes_per_second{%s}[1d])"
+                                    " * 8 / 1e9" % fsel), ref="F", instant=True, fmt="table")),
+            24, 10)
     return dashboard("ibfabric-fabric-overview", "ibfabric / Fabric overview",
                      "InfiniBand fabric health across nodes: ports down, error rates, congestion, "
                      "top talkers, Subnet Manager state, switch ports.", lay, variables())
@@ -384,11 +405,13 @@ def node_detail():
                        target("max_over_time(ibfabric_ports_link_width_lanes{%s}[1d])" % dsel,
                               "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
     lay.add(timeseries("Lane speed: now and best in the last day",
-                       "Per-lane signalling rate (NDR 100, HDR 50, EDR 25 Gb/s).", "none",
-                       target("ibfabric_ports_link_speed_lane_gigabits{%s}" % dsel,
+                       "Per-lane signalling rate in bits per second (the series is in bytes "
+                       "per second: times 8): NDR 100, HDR 50, EDR 25 Gb/s.", "bps",
+                       target("ibfabric_ports_link_speed_lane_bytes_per_second{%s} * 8" % dsel,
                               "{{device}}/{{port}} {{side}}"),
-                       target("max_over_time(ibfabric_ports_link_speed_lane_gigabits{%s}[1d])"
-                              % dsel, "best {{device}}/{{port}} {{side}}", ref="B")), 8, 7)
+                       target("max_over_time(ibfabric_ports_link_speed_lane_bytes_per_second{%s}"
+                              "[1d]) * 8" % dsel, "best {{device}}/{{port}} {{side}}", ref="B")),
+            8, 7)
     lay.row("Traffic")
     lay.add(timeseries("Throughput", "Bytes per second sent (positive) and received, local "
                        "port and the switch port facing it.", "Bps",
@@ -409,7 +432,7 @@ def node_detail():
                                   "{{device}}/{{port}} {{side}}")), 8, 7)
     lay.add(timeseries("Saturated 32-bit counters",
                        "1 when a PortCounters value is pegged at its maximum.", "none",
-                       target("ibfabric_ports_counter_saturated{%s}" % dsel,
+                       target("ibfabric_ports_counters_saturated{%s}" % dsel,
                               "{{device}}/{{port}} {{side}} {{counter}}")), 8, 7)
     extra = [("device", "Device",
               'label_values(ibfabric_ports_state{job=~"$job",instance=~"$instance"}, device)')]
@@ -559,12 +582,81 @@ def probes():
                        target("sum by (instance, transport) (rate("
                               "ibfabric_probe_responder_requests_total{%s}[%s]))" % (SEL, RI),
                               "answered by {{instance}} ({{transport}})", ref="B")), 24, 7)
+    lay.row("Where is it? Probe loss and spikes localized to cables (collector paths)")
+    lay.add(localization_table("Suspect cables",
+                               "Cables that IbfabricSuspectLink names (recording rules of "
+                               "ibfabric.rules.yml, group ibfabric-localization): over 10 "
+                               "minutes, the faulty probe pairs (lost probes, or RTT spikes the "
+                               "network explains) each cable explains best, and in the "
+                               "direction the evidence points, how many faulty and clean pairs "
+                               "cross it. Cluster-wide: not filtered by instance or peer.",
+                               [("ibfabric:link_suspect_probe_pairs:10m", "explained pairs"),
+                                ("ibfabric:link_faulty_probe_pairs:10m", "faulty pairs"),
+                                ("ibfabric:link_clean_probe_pairs:10m", "clean pairs")]), 24, 7)
+    hops = ('ibfabric_path_hop_info{%s}' % psel)
+    by = "instance, peer, leg, hop, node_name, port, remote_node_name, remote_port, direction"
+
+    def at_end(expr, far):
+        """`expr` (by node_guid, port, from the fabric sweep) at one end of each hop's cable."""
+        if far:
+            expr = ('label_replace(label_replace(%s, "remote_node_guid", "$1", "node_guid", '
+                    '"(.*)"), "remote_port", "$1", "port", "(.*)")' % expr)
+            keys = "remote_node_guid, remote_port"
+        else:
+            keys = "node_guid, port"
+        return "max by (%s) (%s * on (%s) group_left () max by (%s) (%s))" % (
+            by, hops, keys, keys, expr)
+
+    # The fabric sweep's counters come from the sweeping nodes, not the prober: any instance.
+    fabric_rates = [
+        ("errors/s", "sum by (node_guid, port) (%s)" % " + ".join(
+            "rate(ibfabric_fabric_port_%s_total{job=~\"$job\",instance=~\".+\"}[%s])" % (c, RI) for c in (
+                "symbol_errors", "link_error_recoveries", "link_downed", "receive_errors"))),
+        ("discards/s", "sum by (node_guid, port) (rate(ibfabric_fabric_port_transmit_discards_total"
+         "{job=~\"$job\",instance=~\".+\"}[%s]))" % RI),
+        ("XmitWait ticks/s", "sum by (node_guid, port) (rate("
+         "ibfabric_fabric_port_transmit_wait_ticks_total{job=~\"$job\",instance=~\".+\"}[%s]))" % RI),
+    ]
+    path_targets = [target("max by (%s) (%s)" % (by, hops), "cable", instant=True, fmt="table")]
+    for n, (what, expr) in enumerate(fabric_rates):
+        for far in (False, True):
+            path_targets.append(target(at_end(expr, far), "%s at %s end" % (
+                what, "remote" if far else "node"), ref="BCDEFG"[2 * n + far], instant=True,
+                fmt="table"))
+    lay.add(table("Path of the selected prober and peer",
+                  "The cables the probes of the selected instance(s) to the selected peer(s) "
+                  "cross (leg to_peer) and their answers (leg from_peer), hop by hop as the "
+                  "switches' forwarding tables route them (ibfabric_path_hop_info), with each "
+                  "end's error, discard and XmitWait rates from the fabric sweep (empty where "
+                  "no node sweeps that switch, and at a host's end). Pick one instance and one "
+                  "peer.", "none", *path_targets), 24, 10)
+    lay.add(timeseries("Untraced paths", "Legs whose latest trace failed, by reason "
+                       "(ibfabric_path_untraced): such a pair's cables are its last good trace, "
+                       "or none.", "none",
+                       target("count by (instance, reason) (ibfabric_path_untraced{%s})" % SEL,
+                              "{{instance}} {{reason}}")), 12, 7)
+    lay.add(timeseries("Paths per state", "Probed peers by the state of their path "
+                       "(ibfabric_path_peers): traced, untraced, pending, unplaced.", "none",
+                       target("sum by (state) (ibfabric_path_peers{%s})" % SEL, "{{state}}")),
+            12, 7)
     extra = [("peer", "Peer",
               'label_values(ibfabric_probe_sent_total{job=~"$job",instance=~"$instance"}, peer)')]
     return dashboard("ibfabric-probes", "ibfabric / Probes and jitter",
                      "Active probes between nodes: RTT distribution, p99 and spikes per peer, "
-                     "jitter, loss, and host delay told apart from network delay.", lay,
-                     variables(extra=extra))
+                     "jitter, loss, host delay told apart from network delay, and the cables "
+                     "that probe loss and spikes point at.", lay, variables(extra=extra))
+
+
+def localization_table(title, description, records):
+    """One row per suspect cable (both ends by name), a column per localization record."""
+    cable = "node_guid, port, remote_node_guid, remote_port, direction"
+    names = "node_name, port, remote_node_name, remote_port, direction"
+    targets = []
+    for n, (record, legend) in enumerate(records):
+        expr = ("max by (%s) (%s * on (%s) group_left (node_name, remote_node_name) "
+                "ibfabric:link_suspect_probe_pairs:10m)" % (names, record, cable))
+        targets.append(target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table"))
+    return table(title, description, "none", *targets)
 
 
 VF_KEY = "job, instance, pf, vf, pci_address"

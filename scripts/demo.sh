@@ -33,7 +33,11 @@ mkfifo ibsim.cmd
 setsid bash -c "exec ibsim -s '$root/config/demo/fabric.topo' < <(tail -f ibsim.cmd) > ibsim.log 2>&1" &
 pids+=($!)
 sleep 0.5
-SIM_HOST="sm-node mlx5_0" LD_PRELOAD=$shim setsid opensm -f "$scratch/opensm.log" >opensm.out 2>&1 &
+# ignore_other_sm: the daemons' MAD responders attach with SIM_SET_ISSM=1 (below), which sets
+# their ports' IsSM bit; without it opensm's MADs to them end them under the shim.
+echo "ignore_other_sm TRUE" >opensm.conf
+SIM_HOST="sm-node mlx5_0" LD_PRELOAD=$shim setsid opensm -F opensm.conf -f "$scratch/opensm.log" \
+  >opensm.out 2>&1 &
 pids+=($!)
 
 echo "demo: waiting for the Subnet Manager to bring the simulated fabric up..."
@@ -44,14 +48,15 @@ for _ in $(seq 100); do
   sleep 0.2
 done
 
-# Three GPU nodes of the simulated fabric run ibfabricd and probe each other. The probes are
-# UDP on loopback (ibsim carries MADs, not IP; MAD probes between daemons are tested in
-# tests/integration/test_probe_mad.py). Each daemon answers on its own UDP port.
-nodes=(gpu-node-01 gpu-node-02 gpu-node-03)
-udp_port() { echo $((port + 1000 + $1)); }
+# Three GPU nodes of the simulated fabric run ibfabricd; they probe each other over MAD
+# (ibping's class, through the simulated switches' forwarding tables) and answer each other's
+# probes, and the paths collector traces where the probes go. sm-node runs one too (opensm has
+# its IsSM slot, so it probes and does not answer): four probers are enough for the faulty
+# cable below to be named alone. Targets by node description, looked up in the SA.
+nodes=(gpu-node-01 gpu-node-02 gpu-node-03 sm-node)
 targets() {  # every GPU node but number $1
-  for j in "${!nodes[@]}"; do
-    ((j == $1)) || printf '      - {address: "127.0.0.1:%s", name: %s}\n' "$(udp_port "$j")" "${nodes[$j]}"
+  for j in 0 1 2; do
+    ((j == $1)) || printf '      - {name: "%s mlx5_0"}\n' "${nodes[$j]}"
   done
 }
 daemon_pids=()
@@ -61,20 +66,37 @@ for i in "${!nodes[@]}"; do
   node_port=$((port + i))
   config=$scratch/$node.yaml
   args=()
+  # Link memory survives a restart of the daemon (docs/design.md); each node its own directory.
+  mkdir -p "$scratch/state-$node"
+  printf 'state_directory: %s\n' "$scratch/state-$node" >"$config"
   if ((i == 0)); then
     # The first node also sweeps the fabric and reads the ConnectX-7 fixture tree.
-    cp "$root/config/demo/ibfabricd.yaml" "$config"
+    cat "$root/config/demo/ibfabricd.yaml" >>"$config"
     args=(--sysfs-root "$root/tests/fixtures/sysfs/cx7-ndr")
   else
-    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >"$config"
+    printf 'collectors:\n  sysfs: {enabled: false}\n  sriov: {enabled: false}\n' >>"$config"
   fi
-  printf '  probe:\n    enabled: true\n    interval: 5s\n    udp_listen: "127.0.0.1:%s"\n    probe_interval: 100ms\n    targets:\n%s\n' \
-    "$(udp_port "$i")" "$(targets "$i")" >>"$config"
-  SIM_HOST="$node mlx5_0" LD_PRELOAD=$shim setsid "$root/build/daemon/ibfabricd" \
+  responder=true env=(SIM_SET_ISSM=1)
+  if [[ $node == sm-node ]]; then responder=false env=(); fi
+  printf '  probe:\n    enabled: true\n    interval: 5s\n    udp_listen: ""\n    mad_responder: %s\n    probe_interval: 100ms\n    spike_floor: 20ms\n    targets:\n%s\n  paths:\n    enabled: true\n    interval: 10s\n' \
+    "$responder" "$(targets "$i")" >>"$config"
+  # Under the shim a probe that reaches a responder before it registered ends it: the daemons
+  # already running wait (SIGSTOP) until the new one serves.
+  ((${#daemon_pids[@]})) && kill -STOP "${daemon_pids[@]}"
+  env "${env[@]}" SIM_HOST="$node mlx5_0" LD_PRELOAD=$shim setsid "$root/build/daemon/ibfabricd" \
     --config "$config" --node-name-map "$root/config/demo/ib-node-name-map" \
     --web.listen-address ":$node_port" "${args[@]}" >"$node.log" 2>&1 &
-  daemon_pids+=($!)
-  pids+=($!)
+  pid=$!
+  if [[ $responder == true ]]; then
+    for _ in $(seq 200); do
+      grep -q "mad: serving class 0x32" "$node.log" 2>/dev/null && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+  fi
+  ((${#daemon_pids[@]})) && kill -CONT "${daemon_pids[@]}"
+  daemon_pids+=("$pid")
+  pids+=("$pid")
   scrape_targets+="${scrape_targets:+, }\"localhost:$node_port\""
 done
 
@@ -92,7 +114,7 @@ pids+=($!)
 cat <<EOF
 demo: ibfabricd on ${nodes[*]} of the simulated fabric:
         http://localhost:$port/metrics (gpu-node-01, which also sweeps the fabric),
-        http://localhost:$((port + 1))/metrics, http://localhost:$((port + 2))/metrics
+        http://localhost:$((port + 1))/metrics ... http://localhost:$((port + 3))/metrics
 demo: names come from config/demo/ib-node-name-map (leaf-1 is "leaf-a01 (rack A1)")
 demo: Prometheus with the shipped alert rules: http://localhost:$prom_port/alerts
 demo: faults, written into ibsim's console (alerts fire within a few minutes):
@@ -100,6 +122,10 @@ demo: faults, written into ibsim's console (alerts fire within a few minutes):
         echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd
         echo 'PerformanceSet "leaf-1"[5] PortCounters.SymbolErrorCounter=1000' > $scratch/ibsim.cmd
         echo 'Unlink "gpu-node-02 mlx5_0"[1]' > $scratch/ibsim.cmd    # a host's cable: IbfabricPortDown
+        echo 'Error "gpu-node-03 mlx5_0"[1] 30' > $scratch/ibsim.cmd  # 30 % of the packets into gpu-node-03 lost:
+            # IbfabricProbeLoss for its pairs, then IbfabricSuspectLink names the cable
+            # "leaf-a02 (rack A2) port 1 <-> gpu-node-03 port 1" (probe dashboard, "Where is it?")
+        echo 'Error "gpu-node-03 mlx5_0"[1] 0' > $scratch/ibsim.cmd   # clears it
 demo: an RTT spike: pause gpu-node-02's daemon for a moment, and the others' probes to it wait:
         kill -STOP ${daemon_pids[1]}; sleep 0.3; kill -CONT ${daemon_pids[1]}
 demo: logs in $scratch; Ctrl-C stops the demo

@@ -10,9 +10,6 @@ namespace {
 using prometheus::MetricType;
 using Clock = std::chrono::steady_clock;
 
-// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
-constexpr int kPhysLinkUp = 5;
-
 std::string route_string(const std::vector<std::uint8_t>& route) {
   std::string s = "0";
   for (auto p : route) s += "," + std::to_string(p);
@@ -45,7 +42,8 @@ const std::vector<std::pair<std::string, std::string>>& counter_names() {
 // link (both ends). All of it is in flight at once; the engine paces it.
 class Discovery : public mad::FanOut {
  public:
-  using Finished = std::function<void(std::shared_ptr<Topology>)>;
+  // The topology found, and how many of the discovery's queries failed.
+  using Finished = std::function<void(std::shared_ptr<Topology>, int)>;
   Discovery(FabricCollector& c, Finished finished)
       : FanOut(c.mad_), c_(c), finished_(std::move(finished)) {}
 
@@ -61,13 +59,17 @@ class Discovery : public mad::FanOut {
                 [this, attribute, subject, on_ok = std::move(on_ok)](const mad::Response& r) {
                   c_.note_result(
                       "discovery", attribute, [&] { return subject; }, r);
-                  if (r.ok()) on_ok(r);
+                  if (r.ok()) {
+                    on_ok(r);
+                  } else {
+                    ++failed_;
+                  }
                 });
   }
 
   void settled() override {
     auto finished = std::move(finished_);
-    finished(topology_);
+    finished(topology_, failed_);
   }
 
   // NodeInfo of whatever is at `route`, reached out of port `parent_port` of `parent_guid`
@@ -77,20 +79,17 @@ class Discovery : public mad::FanOut {
     ask("node_info", subject,
         mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
         [this, route, parent_guid, parent_port](const mad::Response& r) {
-          auto guid = r.get64(IB_NODE_GUID_F);
-          int type = static_cast<int>(r.get(IB_NODE_TYPE_F));
-          int num_ports = static_cast<int>(r.get(IB_NODE_NPORTS_F));
-          int entered = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+          auto node = mad::decode_node_info(r.data());
           if (!route.empty()) {
-            topology_->add_link(parent_guid, parent_port, guid, entered);
-            topology_->add_link(guid, entered, parent_guid, parent_port);
+            topology_->add_link(parent_guid, parent_port, node.guid, node.local_port);
+            topology_->add_link(node.guid, node.local_port, parent_guid, parent_port);
           } else {
             // The local node answers through the engine's default port: its number, without
             // asking libibumad (a sysfs read) on the loop.
-            local_port_ = entered;
+            local_port_ = node.local_port;
           }
-          if (!topology_->add_node(guid, type, num_ports, route)) return;
-          explore(guid, type, num_ports, route);
+          if (!topology_->add_node(node.guid, node.type, node.num_ports, route)) return;
+          explore(node.guid, node.type, node.num_ports, route);
         });
   }
 
@@ -100,7 +99,9 @@ class Discovery : public mad::FanOut {
     auto subject = hex_guid(guid);
     ask("node_description", subject, mad::Request::smp_get(dest, IB_ATTR_NODE_DESC),
         [this, guid](const mad::Response& r) {
-          topology_->find(guid)->description = r.get_string(IB_NODE_DESC_F);
+          auto* node = topology_->find(guid);
+          node->description = r.get_string(IB_NODE_DESC_F);
+          node->description_read = true;
         });
     std::vector<int> ports;
     if (type == IB_NODE_SWITCH) {
@@ -120,6 +121,7 @@ class Discovery : public mad::FanOut {
       ask("port_info", subject,
           mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(p)),
           [this, guid, p, route](const mad::Response& r) {
+            if (route.empty()) topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
             auto& infos = topology_->find(guid)->port_info;
             if (static_cast<std::size_t>(p) <= infos.size()) {
               infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
@@ -139,6 +141,7 @@ class Discovery : public mad::FanOut {
 
   FabricCollector& c_;
   int local_port_ = 0;
+  int failed_ = 0;
   Finished finished_;
   std::shared_ptr<Topology> topology_ = std::make_shared<Topology>();
 };
@@ -148,17 +151,28 @@ class Discovery : public mad::FanOut {
 // LID and all in flight at once.
 class Sweep : public mad::FanOut {
  public:
-  struct PortResult {
-    std::optional<mad::PortInfo> port_info;
-    std::vector<std::uint8_t> basic;
-    std::vector<std::uint8_t> extended;
-    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
+  using TimePoint = FabricCollector::TimePoint;
+  // A part is "lost" when it is missing because a query failed (its own, or one it needed);
+  // only a lost part is taken from the port's memory.
+  struct PortResult : FabricCollector::PortValues {
     bool failed = false;
+    bool lost_info = false, lost_basic = false, lost_extended = false;
+    std::vector<char> lost_details;
+    std::optional<TimePoint> stale_since;  // the oldest part taken from memory
+    void lose_all() {
+      failed = lost_info = lost_basic = lost_extended = true;
+      lost_details.assign(mad::detail_attributes().size(), 1);
+    }
+    void lose_counters() {
+      failed = lost_basic = lost_extended = true;
+      lost_details.assign(mad::detail_attributes().size(), 1);
+    }
   };
   struct SwitchResult {
     const Node* node;
     std::optional<mad::PmaCapabilities> caps;
     std::vector<PortResult> ports;  // index = port number - 1
+    bool answered = false;          // any query of this switch answered in this sweep
   };
 
   Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, bool fresh,
@@ -175,7 +189,7 @@ class Sweep : public mad::FanOut {
     started_ = Clock::now();
     for (const Node* node : topology_->switches()) {
       if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
-      switches_.push_back(SwitchResult{node, std::nullopt, {}});
+      switches_.push_back(SwitchResult{node, std::nullopt, {}, false});
       switches_.back().ports.resize(static_cast<std::size_t>(std::max(0, node->num_ports)));
     }
     launch([this] {
@@ -184,25 +198,23 @@ class Sweep : public mad::FanOut {
   }
 
  private:
-  // A failure marks port `port` failed; port 0: every port of the switch; port -1: none (an
-  // optional attribute costs only its own series).
+  // `on_fail` runs when the query failed (after it was counted).
   void ask(std::size_t i, const char* attribute, mad::Request req,
-           std::function<void(const mad::Response&)> on_ok, int port) {
+           std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail) {
     auto min_size = mad::attribute_size(req.mgmt_class);
     FanOut::ask(std::move(req), min_size,
-                [this, i, attribute, port, on_ok = std::move(on_ok)](const mad::Response& r) {
+                [this, i, attribute, on_ok = std::move(on_ok),
+                 on_fail = std::move(on_fail)](const mad::Response& r) {
                   auto& sw = switches_[i];
                   c_.note_result(
                       "sweep", attribute, [&] { return hex_guid(sw.node->guid); }, r);
                   if (r.ok()) {
+                    sw.answered = true;
                     on_ok(r);
-                  } else if (port > 0) {
-                    sw.ports[static_cast<std::size_t>(port - 1)].failed = true;
-                  } else if (port == 0) {
-                    // A switch-wide query (ClassPortInfo): without it no port's counters are
-                    // asked for.
-                    for (auto& p : sw.ports) p.failed = true;
+                    return;
                   }
+                  if (r.status == mad::Status::timeout) ++c_.switch_timeouts_[sw.node->guid];
+                  on_fail();
                 });
   }
 
@@ -216,7 +228,7 @@ class Sweep : public mad::FanOut {
       r.error = "switch has no routable LID";
       c_.note_result(
           "sweep", "lid", [&] { return hex_guid(sw.node->guid); }, r);
-      for (auto& p : sw.ports) p.failed = true;
+      for (auto& p : sw.ports) p.lose_all();
       return;
     }
     if (auto it = c_.pma_caps_.find(sw.node->guid); it != c_.pma_caps_.end()) {
@@ -230,9 +242,21 @@ class Sweep : public mad::FanOut {
           auto caps = mad::decode_class_port_info(r.data());
           switches_[i].caps = caps;
           c_.pma_caps_[switches_[i].node->guid] = caps;
+          c_.last_caps_[switches_[i].node->guid] = caps;
           query_ports(i);
         },
-        0);
+        [this, i] {
+          // Lost: the capabilities it answered before (they change with the firmware, not
+          // with the traffic) still say what to ask.
+          auto& sw = switches_[i];
+          if (auto it = c_.last_caps_.find(sw.node->guid); it != c_.last_caps_.end()) {
+            sw.caps = it->second;
+            query_ports(i);
+            return;
+          }
+          // Never answered: without it no port's counters are asked for.
+          for (auto& p : sw.ports) p.lose_counters();
+        });
   }
 
   void query_ports(std::size_t i) {
@@ -241,50 +265,60 @@ class Sweep : public mad::FanOut {
     auto caps = *sw.caps;
     for (int p = 1; p <= static_cast<int>(sw.ports.size()); ++p) {
       auto idx = static_cast<std::size_t>(p - 1);
+      auto port = [this, i, idx]() -> PortResult& { return switches_[i].ports[idx]; };
       if (fresh_ && idx < sw.node->port_info.size() && sw.node->port_info[idx]) {
         sw.ports[idx].port_info = sw.node->port_info[idx];
+        sw.ports[idx].port_info_at = Clock::now();
+        sw.answered = true;  // to this collection's discovery
       } else {
         ask(
             i, "port_info",
             mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
                                   static_cast<std::uint32_t>(p)),
-            [this, i, idx](const mad::Response& r) {
-              switches_[i].ports[idx].port_info = mad::decode_port_info(r.data());
+            [port](const mad::Response& r) {
+              port().port_info = mad::decode_port_info(r.data());
+              port().port_info_at = Clock::now();
             },
-            p);
+            [port] { port().failed = port().lost_info = true; });
       }
       if (mad::needs_port_counters(caps)) {
         auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters", std::move(req),
-            [this, i, idx](const mad::Response& r) {
-              switches_[i].ports[idx].basic.assign(r.data(), r.data() + r.data_size());
+            [port](const mad::Response& r) {
+              port().basic.assign(r.data(), r.data() + r.data_size());
+              port().basic_at = Clock::now();
             },
-            p);
+            [port] { port().failed = port().lost_basic = true; });
       }
       if (caps.extended()) {
         auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
         req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(p));
         ask(
             i, "port_counters_extended", std::move(req),
-            [this, i, idx](const mad::Response& r) {
-              switches_[i].ports[idx].extended.assign(r.data(), r.data() + r.data_size());
+            [port](const mad::Response& r) {
+              port().extended.assign(r.data(), r.data() + r.data_size());
+              port().extended_at = Clock::now();
             },
-            p);
+            [port] { port().failed = port().lost_extended = true; });
       }
       if (!c_.config_.error_details) continue;
       const auto& attributes = mad::detail_attributes();
       sw.ports[idx].details.resize(attributes.size());
+      sw.ports[idx].details_at.resize(attributes.size());
+      sw.ports[idx].lost_details.resize(attributes.size());
       for (std::size_t a = 0; a < attributes.size(); ++a) {
         auto req = mad::Request::pma_get(lid, attributes[a].attribute);
         req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
+        // An optional attribute: its failure costs only its own series, the port is not failed.
         ask(
             i, attributes[a].name, std::move(req),
-            [this, i, idx, a](const mad::Response& r) {
-              switches_[i].ports[idx].details[a].assign(r.data(), r.data() + r.data_size());
+            [port, a](const mad::Response& r) {
+              port().details[a].assign(r.data(), r.data() + r.data_size());
+              port().details_at[a] = Clock::now();
             },
-            -1);
+            [port, a] { port().lost_details[a] = 1; });
       }
     }
   }
@@ -322,10 +356,101 @@ class Sweep : public mad::FanOut {
     }
   }
 
-  void emit_switch(MetricsBuilder& out, const SwitchResult& sw, int& ports_ok, int& ports_failed) {
+  // The parts of the switch's ports that this sweep lost are taken from the port's memory
+  // when they were read within keep_unread; each such port records the oldest.
+  void recall(SwitchResult& sw, TimePoint now) {
+    auto it = c_.memory_.find(sw.node->guid);
+    if (it == c_.memory_.end()) return;
+    const auto& memory = it->second.ports;
+    const auto keep = c_.config_.keep_unread;
+    for (std::size_t idx = 0; idx < sw.ports.size() && idx < memory.size(); ++idx) {
+      auto& p = sw.ports[idx];
+      const auto& m = memory[idx];
+      auto use = [&](TimePoint at) {
+        if (now - at > keep) return false;
+        if (!p.stale_since || at < *p.stale_since) p.stale_since = at;
+        return true;
+      };
+      auto unpack = [&](const FabricCollector::Packed& from, std::vector<std::uint8_t>& to,
+                        TimePoint& at) {
+        to = from.bytes;
+        to.resize(from.size, 0);
+        at = from.at;
+      };
+      if (!p.port_info && p.lost_info && m.port_info && use(m.port_info_at)) {
+        p.port_info = m.port_info;
+        p.port_info_at = m.port_info_at;
+      }
+      if (p.basic.empty() && p.lost_basic && m.basic.size && use(m.basic.at)) {
+        unpack(m.basic, p.basic, p.basic_at);
+      }
+      if (p.extended.empty() && p.lost_extended && m.extended.size && use(m.extended.at)) {
+        unpack(m.extended, p.extended, p.extended_at);
+      }
+      for (std::size_t a = 0; a < p.lost_details.size() && a < m.details.size(); ++a) {
+        if (!p.lost_details[a] || !m.details[a].size) continue;
+        if (a < p.details.size() && !p.details[a].empty()) continue;
+        if (!use(m.details[a].at)) continue;
+        p.details.resize(p.lost_details.size());
+        p.details_at.resize(p.lost_details.size());
+        unpack(m.details[a], p.details[a], p.details_at[a]);
+      }
+    }
+  }
+
+  // Keeps what the switch's ports gave (read now or recalled) for the next sweep; a part not
+  // read now stays until it is older than keep_unread.
+  void remember(const SwitchResult& sw, TimePoint now) {
+    auto& memory = c_.memory_[sw.node->guid].ports;
+    memory.resize(sw.ports.size());
+    const auto keep = c_.config_.keep_unread;
+    auto keep_part = [&](const std::vector<std::uint8_t>& data, TimePoint at,
+                         FabricCollector::Packed& to) {
+      if (!data.empty()) {
+        auto end = data.size();
+        while (end > 0 && data[end - 1] == 0) --end;
+        to.bytes.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(end));
+        to.bytes.shrink_to_fit();
+        to.size = static_cast<std::uint16_t>(data.size());
+        to.at = at;
+      } else if (now - to.at > keep) {
+        to = FabricCollector::Packed{};
+      }
+    };
+    for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
+      const auto& p = sw.ports[idx];
+      auto& m = memory[idx];
+      if (p.port_info) {
+        m.port_info = p.port_info;
+        m.port_info_at = p.port_info_at;
+      } else if (now - m.port_info_at > keep) {
+        m.port_info.reset();
+      }
+      keep_part(p.basic, p.basic_at, m.basic);
+      keep_part(p.extended, p.extended_at, m.extended);
+      if (m.details.size() < p.details.size()) m.details.resize(p.details.size());
+      for (std::size_t a = 0; a < m.details.size(); ++a) {
+        static const std::vector<std::uint8_t> kNone;
+        bool read = a < p.details.size() && !p.details[a].empty();
+        keep_part(read ? p.details[a] : kNone, read ? p.details_at[a] : TimePoint{}, m.details[a]);
+      }
+    }
+  }
+
+  void emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoint now, int& ports_ok,
+                   int& ports_failed, int& ports_stale) {
     auto guid = hex_guid(sw.node->guid);
     out.gauge("ibfabric_fabric_switch_lid", "LID of the switch (PortInfo of its port 0).",
               {{"node_guid", guid}}, sw.node->lid);
+    // One series per switch, from 0: a counter that appears at its first increment loses that
+    // increment to rate().
+    auto timeouts = c_.switch_timeouts_.find(sw.node->guid);
+    out.counter(
+        "ibfabric_fabric_switch_timeouts_total",
+        "Sweep queries to this switch that got no answer after every retry of the MAD "
+        "engine.",
+        {{"node_guid", guid}},
+        timeouts == c_.switch_timeouts_.end() ? 0.0 : static_cast<double>(timeouts->second));
     if (sw.caps) {
       out.gauge("ibfabric_fabric_switch_pma_capability_mask",
                 "CapabilityMask of the switch's Performance Management agent (ClassPortInfo).",
@@ -341,6 +466,13 @@ class Sweep : public mad::FanOut {
       // One interned label set for every series of the port.
       const Labels labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
       const LabelSet* l = out.labels(labels);
+      if (pr.stale_since) {
+        ++ports_stale;
+        out.gauge("ibfabric_fabric_port_stale_seconds",
+                  "Present only while some series of this port hold values from an earlier sweep "
+                  "(its queries were lost since): seconds since the oldest of them was read.",
+                  l, std::chrono::duration<double>(now - *pr.stale_since).count());
+      }
       if (pr.port_info) {
         auto pi = *pr.port_info;
         // External ports of a switch carry no CapabilityMask; port 0's applies.
@@ -357,10 +489,10 @@ class Sweep : public mad::FanOut {
         out.gauge("ibfabric_fabric_port_link_width_lanes",
                   "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
                   l, mad::lanes(pi.width_active));
-        out.gauge("ibfabric_fabric_port_link_speed_lane_gigabits",
-                  "Nominal signalling rate of one lane in Gb/s (PortInfo.LinkSpeedActive / "
-                  "LinkSpeedExtActive).",
-                  l, mad::lane_gbps(pi));
+        out.gauge("ibfabric_fabric_port_link_speed_lane_bytes_per_second",
+                  "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8 "
+                  "(PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                  l, mad::lane_gbps(pi) * 1e9 / 8);
         if (auto effective = mad::effective_bytes_per_second(pi)) {
           out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
                     "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
@@ -379,7 +511,7 @@ class Sweep : public mad::FanOut {
         if (v.saturated && *v.saturated) {
           Labels sl = labels;
           sl.emplace_back("counter", std::string(v.def->pma_name));
-          out.gauge("ibfabric_fabric_port_counter_saturated",
+          out.gauge("ibfabric_fabric_port_counters_saturated",
                     "Present (value 1) only for a counter read from 32-bit PortCounters that is "
                     "pegged at its maximum.",
                     sl, 1);
@@ -397,16 +529,26 @@ class Sweep : public mad::FanOut {
     out.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
              {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
     emit_topology(out);
+    auto now = Clock::now();
     int ports_ok = 0;
     int ports_failed = 0;
+    int ports_stale = 0;
     int switches_answered = 0;
     for (const auto& sw : switches_) {
-      emit_switch(out, sw, ports_ok, ports_failed);
-      bool any = std::any_of(sw.ports.begin(), sw.ports.end(),
-                             [](const PortResult& p) { return !p.failed; });
+      bool any = sw.answered;
       switches_answered += any;
-      // A switch that answered nothing has moved, lost its LID or died: look again.
-      if (!any && !sw.ports.empty()) c_.rediscover_ = true;
+      if (any) c_.last_seen_[sw.node->guid] = now;
+      // A switch that answered nothing has moved, lost its LID or died: look again (unless
+      // the last discovery already missed it; it is looked for at every discovery).
+      if (!any && !sw.ports.empty() && !sw.node->carried) c_.rediscover_ = true;
+    }
+    // Values lost in this sweep are taken from memory only when the fabric answered at all: a
+    // sweep that got nothing back is a failed collection, not a lossy cable.
+    const bool keep = c_.config_.keep_unread.count() > 0;
+    for (auto& sw : switches_) {
+      if (keep && switches_answered > 0) recall(sw, now);
+      emit_switch(out, sw, now, ports_ok, ports_failed, ports_stale);
+      if (keep) remember(sw, now);
     }
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
               {{"node_type", "switch"}}, static_cast<double>(topology_->count(IB_NODE_SWITCH)));
@@ -426,6 +568,11 @@ class Sweep : public mad::FanOut {
               "Switch ports of this shard with at least one failed query in the last sweep (their "
               "other values are still reported).",
               {}, ports_failed);
+    out.gauge("ibfabric_fabric_ports_stale",
+              "Switch ports of this shard reported at least partly with values of an earlier "
+              "sweep, their queries in this one lost (ibfabric_fabric_port_stale_seconds says "
+              "how old).",
+              {}, ports_stale);
     out.gauge("ibfabric_fabric_sweep_mads",
               "MAD requests the last sweep made (retries not counted), discovery excluded.", {},
               asked());
@@ -441,6 +588,7 @@ class Sweep : public mad::FanOut {
     out.declare("ibfabric_fabric_query_errors_total",
                 "MAD queries of the fabric collector that failed, by phase and attribute.",
                 MetricType::Counter);
+    c_.state_.fill_metrics(out);
     for (const auto& [key, n] : c_.errors_.counts()) {
       out.counter("ibfabric_fabric_query_errors_total",
                   "MAD queries of the fabric collector that failed, by phase and attribute.",
@@ -457,8 +605,10 @@ class Sweep : public mad::FanOut {
     }
     result.metrics = std::move(out).take();
     spdlog::debug(
-        "fabric: sweep done ports={} failed={} mads={} seconds={:.3f} build_seconds={:.3f}",
-        ports_ok, ports_failed, asked(), sweep_seconds, seconds_since(started_) - sweep_seconds);
+        "fabric: sweep done ports={} failed={} stale={} mads={} seconds={:.3f} "
+        "build_seconds={:.3f}",
+        ports_ok, ports_failed, ports_stale, asked(), sweep_seconds,
+        seconds_since(started_) - sweep_seconds);
     ++c_.sweeps_since_discovery_;
     auto done = std::move(done_);
     done(std::move(result));
@@ -474,12 +624,62 @@ class Sweep : public mad::FanOut {
   Clock::time_point started_;
 };
 
-FabricCollector::FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory,
-                                 FabricConfig config, std::shared_ptr<const NodeNameMap> names)
+FabricCollector::FabricCollector(boost::asio::io_context& io,
+                                 std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                                 FabricConfig config, std::shared_ptr<const NodeNameMap> names,
+                                 std::string state_directory)
     : mad_(std::move(engine_factory)),
       config_(std::move(config)),
       names_(std::move(names)),
+      state_(io, std::move(state_directory), "fabric"),
       errors_("fabric") {}
+
+void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) {
+  // Not before the subnet is known (the local PortInfo may have been lost).
+  if (!pending_state_ || !subnet) return;
+  auto saved = std::move(*pending_state_);
+  pending_state_.reset();
+  if (saved.origin != origin) {
+    state_.reject("written for the fabric as seen from node " + hex_guid(saved.origin) +
+                  ", this daemon's node is " + hex_guid(origin));
+    return;
+  }
+  for (const auto& l : saved.links) {
+    if (l.subnet != subnet) {
+      state_.reject("written for subnet " + hex_guid(l.subnet) + ", this port's is " +
+                    hex_guid(subnet));
+      return;
+    }
+  }
+  auto now = Clock::now();
+  std::size_t restored = 0;
+  for (const auto& l : saved.links) {
+    auto seen = state::to_steady(l.seen);
+    if (now - seen > config_.link_memory) continue;
+    // What discovery has just seen is newer.
+    restored += links_seen_
+                    .try_emplace({l.guid, l.port},
+                                 RememberedLink{l.remote_guid, l.remote_port, l.remote_type, l.name,
+                                                l.remote_name, seen})
+                    .second;
+  }
+  state_.set_restored(restored);
+}
+
+void FabricCollector::save_state(std::uint64_t origin, std::uint64_t subnet) {
+  if (!state_.enabled() || !subnet) return;
+  state::State s;
+  s.collector = "fabric";
+  s.origin = origin;
+  s.saved = state::unix_now();
+  s.links.reserve(links_seen_.size());
+  for (const auto& [end, link] : links_seen_) {
+    s.links.push_back(state::LinkRecord{subnet, "", end.first, end.second, link.remote_guid,
+                                        link.remote_port, link.remote_type,
+                                        state::to_unix(link.seen), link.name, link.remote_name});
+  }
+  state_.save(std::move(s));
+}
 
 bool FabricCollector::exported(std::string_view metric) const {
   if (config_.counters.empty()) return true;
@@ -490,6 +690,8 @@ bool FabricCollector::exported(std::string_view metric) const {
 void FabricCollector::remember_links(const Topology& topology) {
   auto now = Clock::now();
   for (const auto& [end, link] : topology.links()) {
+    // A cable this discovery did not see keeps the time it was last seen.
+    if (link.carried) continue;
     const Node* node = topology.find(end.first);
     if (!node || node->type != IB_NODE_SWITCH) continue;
     const Node* remote = topology.find(link.remote_guid);
@@ -505,6 +707,10 @@ void FabricCollector::remember_links(const Topology& topology) {
 }
 
 void FabricCollector::collect(Done done) {
+  if (!state_loaded_) {
+    state_loaded_ = true;
+    pending_state_ = state_.load();
+  }
   auto engine = mad_.engine();
   if (!engine) {
     done(CollectResult{{}, false, "no MAD engine"});
@@ -515,35 +721,77 @@ void FabricCollector::collect(Done done) {
     return;
   }
   auto started = Clock::now();
-  auto discovery = std::make_shared<Discovery>(
-      *this, [this, started, done = std::move(done)](std::shared_ptr<Topology> topology) mutable {
-        discovery_seconds_ = seconds_since(started);
-        ++discoveries_;
-        // Keep the last topology when this one is empty: the switches of a fabric that does
-        // not answer now still exist, and sweeping them counts their failures.
-        if (topology->nodes().empty()) {
-          sweep(std::move(done), false, false,
-                "discovery failed: the local node did not answer NodeInfo");
-          return;
-        }
-        if (topology->count(IB_NODE_SWITCH) == 0) {
-          sweep(std::move(done), false, false,
-                "discovery found no switch (is the local port's link down?)");
-          return;
-        }
-        discovery_timestamp_ =
-            std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-                .count();
-        topology_ = std::move(topology);
-        remember_links(*topology_);
-        pma_caps_.clear();
-        rediscover_ = false;
-        sweeps_since_discovery_ = 0;
-        spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
-                      topology_->count(IB_NODE_SWITCH), topology_->count(IB_NODE_CA),
-                      topology_->cable_count(), discovery_seconds_);
-        sweep(std::move(done), true, true, "");
-      });
+  auto discovery = std::make_shared<Discovery>(*this, [this, started, done = std::move(done)](
+                                                          std::shared_ptr<Topology> topology,
+                                                          int failed) mutable {
+    discovery_seconds_ = seconds_since(started);
+    ++discoveries_;
+    auto now = Clock::now();
+    // Keep the last topology when this one is empty: the switches of a fabric that does
+    // not answer now still exist, and sweeping them counts their failures. Under MAD loss the
+    // local node's own NodeInfo can be lost too (the simulator drops directed-route SMPs at the
+    // local port); with a topology known, the sweep says whether the fabric answers, and the
+    // next collection discovers again.
+    if (topology->nodes().empty()) {
+      if (topology_ && config_.keep_unread.count() > 0) {
+        rediscover_ = true;
+        sweep(std::move(done), false, true, "");
+        return;
+      }
+      sweep(std::move(done), false, false,
+            "discovery failed: the local node did not answer NodeInfo");
+      return;
+    }
+    if (topology_) {
+      // A lost MAD must not rename a node, take a switch's LID or forget a switch.
+      topology->fill_unanswered(*topology_);
+      if (failed > 0 && config_.keep_unread.count() > 0) {
+        topology->carry_missed(*topology_, [&](std::uint64_t guid) {
+          auto it = last_seen_.find(guid);
+          return it != last_seen_.end() && now - it->second <= config_.keep_unread;
+        });
+      }
+    }
+    if (topology->count(IB_NODE_SWITCH) == 0) {
+      sweep(std::move(done), false, false,
+            "discovery found no switch (is the local port's link down?)");
+      return;
+    }
+    discovery_timestamp_ =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    std::size_t carried = 0;
+    for (const auto& [guid, node] : topology->nodes()) {
+      if (node.carried) {
+        ++carried;
+      } else {
+        last_seen_[guid] = now;
+      }
+    }
+    auto gone = [&](const auto& entry) { return !topology->find(entry.first); };
+    std::erase_if(last_seen_, gone);
+    std::erase_if(memory_, gone);
+    std::erase_if(last_caps_, gone);
+    std::erase_if(switch_timeouts_, gone);
+    if (carried) {
+      spdlog::debug("fabric: discovery lost {} queries; kept {} nodes it did not find", failed,
+                    carried);
+    }
+    topology_ = std::move(topology);
+    remember_links(*topology_);
+    for (const auto& [guid, node] : topology_->nodes()) {
+      if (!node.route.empty() || node.carried) continue;
+      restore_state(guid, topology_->subnet_prefix);
+      save_state(guid, topology_->subnet_prefix);
+      break;
+    }
+    pma_caps_.clear();
+    rediscover_ = false;
+    sweeps_since_discovery_ = 0;
+    spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
+                  topology_->count(IB_NODE_SWITCH), topology_->count(IB_NODE_CA),
+                  topology_->cable_count(), discovery_seconds_);
+    sweep(std::move(done), true, true, "");
+  });
   discovery->start();
 }
 
@@ -602,6 +850,8 @@ CollectorSpec spec() {
         c.max_hops = static_cast<int>(section.get_int("max_hops", c.max_hops, 1, kMaxHops));
         c.error_details = section.get_bool("error_details", c.error_details);
         c.link_memory = section.get_duration("link_memory", c.link_memory);
+        c.keep_unread =
+            section.get_duration("keep_unread", c.keep_unread, std::chrono::nanoseconds{0});
         if (section.has("counters") && section.node()["counters"].IsSequence()) {
           auto known = known_counters();
           for (const auto& name : section.get_string_list("counters")) {
@@ -622,8 +872,8 @@ CollectorSpec spec() {
                                     std::to_string(c.shards));
         }
         section.finish();
-        return std::make_unique<FabricCollector>(context.mad_engine, std::move(c),
-                                                 context.node_names);
+        return std::make_unique<FabricCollector>(context.io, context.mad_engine, std::move(c),
+                                                 context.node_names, context.state_directory);
       }};
 }
 

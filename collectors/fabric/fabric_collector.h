@@ -10,14 +10,17 @@
 #include "collectors/mad/attributes.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
+#include "collectors/state_store.h"
 
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace ibfabric::fabric {
 
@@ -32,12 +35,15 @@ struct FabricConfig {
   // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
   bool error_details = false;
   std::chrono::nanoseconds link_memory = std::chrono::hours(24);
+  // How long a switch port that cannot be read (its queries lost) keeps the values it was last
+  // read with, and a switch a discovery missed stays in the topology. 0: not at all.
+  std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
 };
 
 // name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
 //   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63,
 //   counters: all | errors_and_traffic | [symbol_errors, receive_bytes, ...],
-//   error_details: false, link_memory: 24h
+//   error_details: false, link_memory: 24h, keep_unread: 10m
 CollectorSpec spec();
 
 // The counter names `counters:` accepts, and those `errors_and_traffic` stands for.
@@ -46,8 +52,9 @@ std::set<std::string> errors_and_traffic_counters();
 
 class FabricCollector final : public Collector {
  public:
-  FabricCollector(std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
-                  std::shared_ptr<const NodeNameMap> names);
+  FabricCollector(boost::asio::io_context& io,
+                  std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
+                  std::shared_ptr<const NodeNameMap> names, std::string state_directory = "");
   void collect(Done done) override;
 
   // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
@@ -66,7 +73,42 @@ class FabricCollector final : public Collector {
   // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
   // cable that went down is still named by what was plugged in there.
   void remember_links(const Topology& topology);
+  // The link memory of the state file, once, after the first discovery that found the local
+  // node (`origin`) and read its port's GID prefix (`subnet`): only a file written for the
+  // fabric seen from that same node, on the same subnet, is used.
+  void restore_state(std::uint64_t origin, std::uint64_t subnet);
+  void save_state(std::uint64_t origin, std::uint64_t subnet);
   bool exported(std::string_view metric) const;
+
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // What one switch port gave, part by part, and when each part was read: a sweep's result,
+  // and between sweeps the memory of every swept port (a part lost in a sweep is taken from it
+  // for keep_unread).
+  struct PortValues {
+    std::optional<mad::PortInfo> port_info;
+    std::vector<std::uint8_t> basic;                 // PortCounters data, empty: none
+    std::vector<std::uint8_t> extended;              // PortCountersExtended data
+    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
+    TimePoint port_info_at, basic_at, extended_at;
+    std::vector<TimePoint> details_at;
+  };
+  // An attribute's data between sweeps: without its trailing zero octets (reserved and unused
+  // fields are most of a PMA attribute's 192), and the size it is restored to when used.
+  struct Packed {
+    std::vector<std::uint8_t> bytes;
+    std::uint16_t size = 0;  // 0: nothing kept
+    TimePoint at;
+  };
+  struct PortMemory {
+    std::optional<mad::PortInfo> port_info;
+    TimePoint port_info_at;
+    Packed basic, extended;
+    std::vector<Packed> details;
+  };
+  struct SwitchMemory {
+    std::vector<PortMemory> ports;  // index = port number - 1
+  };
 
   struct RememberedLink {
     std::uint64_t remote_guid = 0;
@@ -85,6 +127,16 @@ class FabricCollector final : public Collector {
   int sweeps_since_discovery_ = 0;
   bool rediscover_ = true;
   std::map<std::uint64_t, mad::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
+  // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
+  // is lost, so that a lost MAD does not cost every counter of the switch.
+  std::map<std::uint64_t, mad::PmaCapabilities> last_caps_;
+  std::map<std::uint64_t, SwitchMemory> memory_;  // per swept switch
+  // When each node was last found by a discovery or (a switch) answered a sweep query.
+  std::map<std::uint64_t, TimePoint> last_seen_;
+  std::map<std::uint64_t, std::uint64_t> switch_timeouts_;  // sweep queries timed out, per switch
+  state::StateStore state_;
+  bool state_loaded_ = false;
+  std::optional<state::State> pending_state_;
 
   std::uint64_t discoveries_ = 0;
   double discovery_seconds_ = 0;

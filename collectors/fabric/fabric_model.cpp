@@ -2,6 +2,9 @@
 
 #include "collectors/stable_hash.h"
 
+#include <algorithm>
+#include <set>
+
 namespace ibfabric::fabric {
 
 std::uint64_t stable_guid_hash(std::uint64_t guid) {
@@ -52,6 +55,79 @@ std::size_t Topology::cable_count() const {
     if (!seen_from_other_side || end < back->first) ++n;
   }
   return n;
+}
+
+void Topology::fill_unanswered(const Topology& previous) {
+  if (!subnet_prefix) subnet_prefix = previous.subnet_prefix;
+  for (auto& [guid, node] : nodes_) {
+    const Node* old = previous.find(guid);
+    if (!old || old->type != node.type) continue;
+    if (!node.description_read && old->description_read) {
+      node.description = old->description;
+      node.description_read = true;
+    }
+    if (!node.port0_capability_mask && old->port0_capability_mask) {
+      node.lid = old->lid;
+      node.port0_capability_mask = old->port0_capability_mask;
+    }
+  }
+}
+
+bool Topology::seen_not_up(std::uint64_t guid, int port) const {
+  const Node* node = find(guid);
+  if (!node || port < 1 || static_cast<std::size_t>(port) > node->port_info.size()) return false;
+  const auto& pi = node->port_info[static_cast<std::size_t>(port - 1)];
+  return pi && pi->phys_state != kPhysLinkUp;
+}
+
+void Topology::carry_missed(const Topology& previous,
+                            const std::function<bool(std::uint64_t)>& recent) {
+  std::set<std::uint64_t> missing;
+  for (const auto& [guid, node] : previous.nodes()) {
+    if (!nodes_.count(guid) && recent(guid)) missing.insert(guid);
+  }
+  auto present = [&](std::uint64_t guid) { return nodes_.count(guid) || missing.count(guid); };
+  std::map<std::pair<std::uint64_t, int>, Link> carried;
+  for (const auto& [end, link] : previous.links()) {
+    if (links_.count(end)) continue;
+    std::pair<std::uint64_t, int> far{link.remote_guid, link.remote_port};
+    if (!present(end.first) || !present(far.first)) continue;
+    if (seen_not_up(end.first, end.second) || seen_not_up(far.first, far.second)) continue;
+    // The far end's port is cabled to something else now.
+    if (auto it = links_.find(far);
+        it != links_.end() && std::pair(it->second.remote_guid, it->second.remote_port) != end) {
+      continue;
+    }
+    carried[end] = Link{link.remote_guid, link.remote_port, true};
+  }
+  // A missing node with no cable kept is gone; drop the cables that led to it, until nothing
+  // changes (a chain of missing nodes hanging off one another).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (auto it = missing.begin(); it != missing.end();) {
+      bool linked = std::any_of(carried.begin(), carried.end(), [&](const auto& entry) {
+        return entry.first.first == *it || entry.second.remote_guid == *it;
+      });
+      if (linked) {
+        ++it;
+        continue;
+      }
+      it = missing.erase(it);
+      changed = true;
+    }
+    std::erase_if(carried, [&](const auto& entry) {
+      bool gone = !present(entry.first.first) || !present(entry.second.remote_guid);
+      changed = changed || gone;
+      return gone;
+    });
+  }
+  for (auto guid : missing) {
+    Node node = *previous.find(guid);
+    node.carried = true;
+    for (auto& pi : node.port_info) pi.reset();
+    nodes_.emplace(guid, std::move(node));
+  }
+  links_.insert(carried.begin(), carried.end());
 }
 
 std::vector<const Node*> Topology::switches() const {

@@ -7,6 +7,7 @@
 #include <infiniband/mad.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -15,6 +16,9 @@
 namespace ibfabric::fabric {
 
 constexpr int kMaxHops = 63;  // a directed route holds at most 64 port numbers, the first is 0
+
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
+constexpr int kPhysLinkUp = 5;
 
 // FNV-1a (collectors/stable_hash.h) over the GUID's 8 octets in network (big-endian) order,
 // as the GUID appears on the wire, so that every host puts a switch in the same shard.
@@ -28,7 +32,11 @@ struct Node {
   int type = 0;  // IB_NODE_CA, IB_NODE_SWITCH or IB_NODE_ROUTER
   int num_ports = 0;
   std::string description;
+  bool description_read = false;    // NodeDescription answered (else `description` is empty)
   std::vector<std::uint8_t> route;  // directed route the node was first reached by
+  // Not found by the discovery that made this topology, kept from an earlier one
+  // (Topology::carry_missed).
+  bool carried = false;
   // Switches: from PortInfo of port 0 (only port 0 carries a switch's LID and CapabilityMask).
   std::uint16_t lid = 0;
   std::optional<std::uint32_t> port0_capability_mask;
@@ -40,6 +48,7 @@ struct Node {
 struct Link {
   std::uint64_t remote_guid = 0;
   int remote_port = 0;
+  bool carried = false;  // not seen by this discovery, kept from an earlier one
 };
 
 class Topology {
@@ -62,10 +71,29 @@ class Topology {
   // switches; a switch-CA link is recorded from the switch only. Counts each cable once.
   std::size_t cable_count() const;
 
+  // What a query lost in this discovery left unknown about a node it did find (its
+  // NodeDescription; a switch's port 0 LID and CapabilityMask) is taken from `previous`, so
+  // that a lost MAD changes no name and no LID.
+  void fill_unanswered(const Topology& previous);
+
+  // For a discovery in which queries were lost: the nodes and cables of `previous` that it did
+  // not find are kept (marked `carried`) unless something says they are gone. A cable is kept
+  // when neither end's port was read in this discovery with a physical state other than LinkUp
+  // and neither end is now cabled elsewhere; a node is kept when `recent(guid)` (it answered
+  // recently) and at least one of its cables is kept. Carried switches keep their LID but no
+  // PortInfo (the sweep reads it).
+  void carry_missed(const Topology& previous, const std::function<bool(std::uint64_t)>& recent);
+
   std::vector<const Node*> switches() const;
   std::size_t count(int type) const;
 
+  // GID prefix of the local port discovery left through (its PortInfo); 0 when not read.
+  std::uint64_t subnet_prefix = 0;
+
  private:
+  // Whether this discovery read port `port` of `guid` and found its link not up.
+  bool seen_not_up(std::uint64_t guid, int port) const;
+
   std::map<std::uint64_t, Node> nodes_;
   std::map<std::pair<std::uint64_t, int>, Link> links_;
 };

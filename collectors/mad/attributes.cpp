@@ -53,6 +53,16 @@ using K = CounterDef::Kind;
 
 }  // namespace
 
+NodeInfo decode_node_info(const std::uint8_t* data) {
+  NodeInfo n;
+  n.guid = mad_get_field64(bytes(data), 0, IB_NODE_GUID_F);
+  n.port_guid = mad_get_field64(bytes(data), 0, IB_NODE_PORT_GUID_F);
+  n.type = get(data, IB_NODE_TYPE_F);
+  n.num_ports = get(data, IB_NODE_NPORTS_F);
+  n.local_port = get(data, IB_NODE_LOCAL_PORT_F);
+  return n;
+}
+
 const char* node_type_name(int type) {
   switch (type) {
     case IB_NODE_CA:

@@ -1,9 +1,10 @@
 #pragma once
-// Decoding of the IB attributes more than one collector reads: PortInfo (SMP), ClassPortInfo,
-// PortCounters and PortCountersExtended (PMA). Offsets and widths come from libibmad's field
-// table; this file only says which field means what. Every function takes the attribute data
-// (the MAD from its class's data offset on): 64 octets for SMP attributes, the PMA's whole
-// 192-octet data area (IB_PC_DATA_SZ) for PMA attributes; the caller checks the length.
+// Decoding of the IB attributes more than one collector reads: NodeInfo, PortInfo and
+// LinearForwardingTable (SMP), ClassPortInfo, PortCounters and PortCountersExtended (PMA).
+// Offsets and widths come from libibmad's field table; this file only says which field means
+// what. Every function takes the attribute data (the MAD from its class's data offset on): 64
+// octets for SMP attributes, the PMA's whole 192-octet data area (IB_PC_DATA_SZ) for PMA
+// attributes; the caller checks the length.
 
 #include "collectors/metrics.h"
 
@@ -58,6 +59,25 @@ struct PortInfo {
 };
 
 PortInfo decode_port_info(const std::uint8_t* data);
+
+struct NodeInfo {
+  std::uint64_t guid = 0;
+  std::uint64_t port_guid = 0;
+  int type = 0;        // IB_NODE_CA, IB_NODE_SWITCH, IB_NODE_ROUTER
+  int num_ports = 0;   // external ports (a switch's port 0 not counted)
+  int local_port = 0;  // LocalPortNum: the port the SMP entered the node by
+};
+
+NodeInfo decode_node_info(const std::uint8_t* data);
+
+// LinearForwardingTable (SMP attribute 0x19): block `lid / kLftBlockLids`, attribute modifier
+// the block number, one egress port per LID. kLftNoRoute: the switch has no route to that LID.
+constexpr int kLftBlockLids = 64;
+constexpr int kLftNoRoute = 0xff;
+inline std::uint32_t lft_block(std::uint16_t lid) { return lid / kLftBlockLids; }
+inline int lft_port(const std::uint8_t* block, std::uint16_t lid) {
+  return block[lid % kLftBlockLids];
+}
 
 // NodeInfo.NodeType: "CA", "switch", "router", else "unknown".
 const char* node_type_name(int type);

@@ -97,18 +97,29 @@ bool init_umad();
 // libibumad's blocking part of finding and opening a port: sysfs reads (umad_get_port) and
 // umad_open_port, which on a real host can wait as long as an HCA firmware command. Both run on
 // a worker thread (collectors/off_loop.h), never on the loop; tests replace them.
+// An agent to register on a port as soon as it is open, on the worker that opened it: the
+// classes a service receives unsolicited (see EngineImpl::register_service). `serve_get`: the
+// agent receives Get requests (a method mask), not only answers.
+struct AgentSpec {
+  std::uint8_t mgmt_class = 0;
+  std::uint32_t oui = 0;
+  bool serve_get = false;
+};
 struct Opened {
   int portid = -1;  // < 0: not opened, `error` says why
   std::uint16_t sm_lid = 0;
   std::string error;
+  std::vector<int> agents;  // one per AgentSpec asked for, in order; < 0: that one failed
 };
 struct PortOps {
   // The port libibumad picks for CA `ca` ("" = the first) and port `port` (0 = the first
   // active); nullopt when there is none.
   std::function<std::optional<PortAddress>(const std::string& ca, int port)> resolve;
-  std::function<Opened(const PortAddress& addr)> open;
+  std::function<Opened(const PortAddress& addr, const std::vector<AgentSpec>& agents)> open;
   static PortOps umad();
 };
+// Registers one agent (umad_register / umad_register_oui); its id, or a negative errno.
+int register_agent(int portid, const AgentSpec& spec);
 
 // How long the engine waits for one resolve or open on its worker. A fixed few seconds, as for
 // listing the ports (PortListing::kDefaultDeadline): a sysfs read that takes longer is stuck
@@ -294,8 +305,8 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   // Starts opening `port` on the worker; an error (the backoff's, a stuck open's) when it
   // cannot.
   std::optional<std::string> start_open(OpenPort& port);
-  void opened(PortAddress addr, std::uint64_t id, Opened result,
-              std::shared_ptr<PortHandle> handle);
+  void opened(PortAddress addr, std::uint64_t id, Opened result, std::shared_ptr<PortHandle> handle,
+              const std::vector<AgentSpec>& agents, const std::vector<int>& for_services);
   void open_expired(PortAddress addr, std::uint64_t id);
   void port_failed(OpenPort& port, std::string error);
   void close_port(OpenPort& port);

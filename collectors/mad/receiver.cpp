@@ -15,7 +15,7 @@ PortOps PortOps::umad() {
     umad_release_port(&info);
     return addr;
   };
-  ops.open = [](const PortAddress& addr) {
+  ops.open = [](const PortAddress& addr, const std::vector<AgentSpec>& agents) {
     Opened out;
     if (!init_umad()) {
       out.error = "umad_init failed";
@@ -28,6 +28,8 @@ PortOps PortOps::umad() {
       return out;
     }
     out.portid = portid;
+    // Right after the open, before anything else: requests for a service can arrive at once.
+    for (const auto& spec : agents) out.agents.push_back(register_agent(portid, spec));
     umad_port_t info{};
     if (umad_get_port(addr.ca.c_str(), addr.port, &info) >= 0) {
       out.sm_lid = static_cast<std::uint16_t>(info.sm_lid);
@@ -137,13 +139,18 @@ void EngineImpl::resolved(PortAddress via, std::uint64_t id, std::optional<PortA
   resolved_[via] = *addr;
   auto parked = std::move(call.parked);
   queued_ -= parked.size();
-  // A service on this port registers once it is open (see opened()).
+  // A service on this port registers now if another request opened it already, else as soon
+  // as it opens (see start_open() and opened()).
   for (auto& [sid, service] : services_) {
     if (service.via != via) continue;
     service.addr = *addr;
     auto& port = ports_[*addr];
     port.addr = *addr;
-    if (!port.open() && !port.is_opening()) start_open(port);
+    if (port.open()) {
+      if (!port.service_agents.count(sid)) register_service(port, sid, service);
+    } else if (!port.is_opening()) {
+      start_open(port);
+    }
   }
   for (auto& p : parked) {
     p->port = *addr;
@@ -184,17 +191,30 @@ std::optional<std::string> EngineImpl::start_open(OpenPort& port) {
     if (ec) return;
     if (auto self = weak.lock()) self->open_expired(addr, id);
   });
-  auto error = call.worker.start([open = ops_.open, weak, addr, id]() -> OffLoop::Then {
+  // Agents register on the worker, right after the open: under the simulator a MAD for them
+  // can arrive before the loop would get to it, and the shim kills a process that receives a
+  // class it has no agent for. The SMP classes always (a port whose IsSM bit the shim set gets
+  // the SM's SMInfo at once; every collector sends SMPs, which need these agents anyway), and
+  // the classes of the services waiting for this port.
+  std::vector<AgentSpec> agents = {{IB_SMI_CLASS, 0, false}, {IB_SMI_DIRECT_CLASS, 0, false}};
+  std::vector<int> for_services = {0, 0};  // service id of each agent; 0 for the SMI ones
+  for (const auto& [sid, service] : services_) {
+    if (service.addr != addr) continue;
+    agents.push_back({service.mgmt_class, service.oui, true});
+    for_services.push_back(sid);
+  }
+  auto error = call.worker.start([open = ops_.open, weak, addr, id, agents,
+                                  for_services]() -> OffLoop::Then {
     Opened result;
     try {
-      result = open(addr);
+      result = open(addr, agents);
     } catch (const std::exception& e) {
       result.portid = -1;
       result.error = "opening " + addr.ca + " port " + std::to_string(addr.port) + ": " + e.what();
     }
     auto handle = std::make_shared<PortHandle>(result.portid);
-    return [weak, addr, id, result, handle] {
-      if (auto self = weak.lock()) self->opened(addr, id, result, handle);
+    return [weak, addr, id, result, handle, agents, for_services] {
+      if (auto self = weak.lock()) self->opened(addr, id, result, handle, agents, for_services);
     };
   });
   if (!error.empty()) {
@@ -217,7 +237,8 @@ void EngineImpl::open_expired(PortAddress addr, std::uint64_t id) {
 }
 
 void EngineImpl::opened(PortAddress addr, std::uint64_t id, Opened result,
-                        std::shared_ptr<PortHandle> handle) {
+                        std::shared_ptr<PortHandle> handle, const std::vector<AgentSpec>& agents,
+                        const std::vector<int>& for_services) {
   auto pit = ports_.find(addr);
   if (pit == ports_.end() || !pit->second.opening) return;  // `handle` closes the port
   auto& port = pit->second;
@@ -237,10 +258,30 @@ void EngineImpl::opened(PortAddress addr, std::uint64_t id, Opened result,
   auto receiver = std::make_shared<Receiver>();
   receiver->portid = handle->release();
   port.receiver = receiver;
-  // Services first: under the simulator, requests for them can arrive as soon as the port
-  // is open (see register_service).
+  // The agents the worker registered; one for a service that has ended meanwhile goes.
+  for (std::size_t i = 0; i < result.agents.size() && i < agents.size(); ++i) {
+    int agent = result.agents[i];
+    if (agent < 0) continue;
+    if (for_services[i] == 0) {
+      port.agents[{agents[i].mgmt_class, 0}] = agent;
+      continue;
+    }
+    auto sit = services_.find(for_services[i]);
+    if (sit == services_.end() || sit->second.addr != addr) {
+      umad_unregister(receiver->portid, agent);
+      continue;
+    }
+    port.service_agents[for_services[i]] = agent;
+    sit->second.error.clear();
+    spdlog::info("mad: serving class 0x{:02x} oui 0x{:06x} on ca={} port={}", agents[i].mgmt_class,
+                 agents[i].oui, addr.ca, addr.port);
+  }
+  // Services the worker did not register (started meanwhile, or its registration failed: this
+  // reports why).
   for (auto& [sid, service] : services_) {
-    if (service.addr == addr) register_service(port, sid, service);
+    if (service.addr == addr && !port.service_agents.count(sid)) {
+      register_service(port, sid, service);
+    }
   }
   port.sm_lid = result.sm_lid;
   receiver->thread =
@@ -309,21 +350,25 @@ void EngineImpl::wake_receiver(OpenPort& port) {
   }
 }
 
+int register_agent(int portid, const AgentSpec& spec) {
+  long method_mask[16 / sizeof(long)] = {};
+  method_mask[0] = 1L << IB_MAD_METHOD_GET;
+  long* mask = spec.serve_get ? method_mask : nullptr;
+  if (is_vendor_range2(spec.mgmt_class)) {
+    std::uint8_t oui_bytes[3] = {static_cast<std::uint8_t>(spec.oui >> 16),
+                                 static_cast<std::uint8_t>(spec.oui >> 8),
+                                 static_cast<std::uint8_t>(spec.oui)};
+    return umad_register_oui(portid, spec.mgmt_class, 0, oui_bytes, mask);
+  }
+  // SA answers tables with RMPP; the kernel reassembles them for an RMPP agent.
+  int rmpp = spec.mgmt_class == IB_SA_CLASS ? 1 : 0;
+  return umad_register(portid, spec.mgmt_class, class_version(spec.mgmt_class), rmpp, mask);
+}
+
 int EngineImpl::agent_for(OpenPort& port, std::uint8_t mgmt_class, std::uint32_t oui) {
   auto key = std::make_pair(static_cast<int>(mgmt_class), is_vendor_range2(mgmt_class) ? oui : 0);
   if (auto it = port.agents.find(key); it != port.agents.end()) return it->second;
-  int agent;
-  if (is_vendor_range2(mgmt_class)) {
-    std::uint8_t oui_bytes[3] = {static_cast<std::uint8_t>(oui >> 16),
-                                 static_cast<std::uint8_t>(oui >> 8),
-                                 static_cast<std::uint8_t>(oui)};
-    agent = umad_register_oui(port.receiver->portid, mgmt_class, 0, oui_bytes, nullptr);
-  } else {
-    // SA answers tables with RMPP; the kernel reassembles them for an RMPP agent.
-    int rmpp = mgmt_class == IB_SA_CLASS ? 1 : 0;
-    agent =
-        umad_register(port.receiver->portid, mgmt_class, class_version(mgmt_class), rmpp, nullptr);
-  }
+  int agent = register_agent(port.receiver->portid, AgentSpec{mgmt_class, oui, false});
   if (agent >= 0) port.agents[key] = agent;
   return agent;
 }

@@ -97,13 +97,8 @@ void EngineImpl::register_service(OpenPort& port, int id, ServiceEntry& service)
   // agents without a method mask receive nothing unsolicited on a real host.
   agent_for(port, IB_SMI_CLASS, 0);
   agent_for(port, IB_SMI_DIRECT_CLASS, 0);
-  long method_mask[16 / sizeof(long)] = {};
-  method_mask[0] = 1L << IB_MAD_METHOD_GET;
-  std::uint8_t oui_bytes[3] = {static_cast<std::uint8_t>(service.oui >> 16),
-                               static_cast<std::uint8_t>(service.oui >> 8),
-                               static_cast<std::uint8_t>(service.oui)};
   int agent =
-      umad_register_oui(port.receiver->portid, service.mgmt_class, 0, oui_bytes, method_mask);
+      register_agent(port.receiver->portid, AgentSpec{service.mgmt_class, service.oui, true});
   char what[64];
   std::snprintf(what, sizeof what, "class 0x%02x oui 0x%06x", service.mgmt_class, service.oui);
   if (agent < 0) {

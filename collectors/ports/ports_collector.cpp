@@ -5,6 +5,8 @@
 
 #include <spdlog/fmt/fmt.h>
 
+#include <algorithm>
+
 namespace ibfabric::ports {
 namespace {
 
@@ -14,29 +16,16 @@ using Clock = std::chrono::steady_clock;
 // PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
 
-// What one side of one link gave in this pass.
-struct Side {
-  std::optional<mad::PortInfo> port_info;
-  std::uint16_t pma_lid = 0;  // the LID the PMA was asked at (a switch's port-0 LID)
-  int pma_port = 0;
-  std::optional<mad::PmaCapabilities> caps;
-  std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
-  std::vector<std::uint8_t> extended;  // PortCountersExtended data
-  // PortRcvErrorDetails and PortXmitDiscardDetails data (mad::detail_attributes() order), empty
-  // when not read.
-  std::vector<std::vector<std::uint8_t>> details;
-  // The peer's identity.
-  std::optional<std::uint64_t> node_guid;
-  int node_type = 0;
-  std::optional<std::string> node_description;
-  std::optional<std::uint32_t> switch_capability_mask;  // PortInfo of a switch's port 0
-};
+using Side = PortsCollector::Side;
+using TimePoint = Clock::time_point;
 
 struct Link {
   mad::LocalPort local_port;
   Side local;
   Side peer;
   bool local_answered = false;
+  bool peer_asked = false;
+  std::uint64_t subnet = 0;  // GID prefix of the local port (its PortInfo)
   std::string local_error;
   std::optional<std::string> local_description;
 };
@@ -52,7 +41,7 @@ class Pass : public mad::FanOut {
  public:
   Pass(PortsCollector& collector, Collector::Done done, std::vector<mad::LocalPort> ports)
       : FanOut(collector.mad_), c_(collector), done_(std::move(done)) {
-    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, {}, {}});
+    for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, false, 0, {}, {}});
   }
 
   void start() {
@@ -69,36 +58,59 @@ class Pass : public mad::FanOut {
   static const char* side_label(Which w) { return w == Which::local ? "local" : "peer"; }
 
   void ask(std::size_t i, Which w, const char* attribute, mad::Request req,
-           std::function<void(const mad::Response&)> on_ok) {
+           std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail = {}) {
     const auto& lp = links_[i].local_port;
     req.via = mad::PortAddress{lp.ca, lp.port};
     auto min_size = mad::attribute_size(req.mgmt_class);
     FanOut::ask(std::move(req), min_size,
-                [this, i, w, attribute, on_ok = std::move(on_ok)](const mad::Response& r) {
+                [this, i, w, attribute, on_ok = std::move(on_ok),
+                 on_fail = std::move(on_fail)](const mad::Response& r) {
                   const auto& lp = links_[i].local_port;
                   c_.errors_.note(r, {lp.ca, lp.port, side_label(w), attribute}, [&] {
                     return fmt::format("device={} port={} side={} attribute={}", lp.ca, lp.port,
                                        side_label(w), attribute);
                   });
-                  if (r.ok()) on_ok(r);
+                  if (r.ok()) {
+                    any_answer_ = true;
+                    on_ok(r);
+                  } else {
+                    side(i, w).lost = true;
+                    if (on_fail) on_fail();
+                  }
                 });
   }
 
   void query_local(std::size_t i) {
     int port = links_[i].local_port.port;
-    ask(i, Which::local, "port_info",
+    ask(
+        i, Which::local, "port_info",
         mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_PORT_INFO,
                               static_cast<std::uint32_t>(port)),
         [this, i, port](const mad::Response& r) {
           auto& link = links_[i];
           link.local_answered = true;
+          link.subnet = r.get64(IB_PORT_GID_PREFIX_F);
           link.local.port_info = mad::decode_port_info(r.data());
+          link.local.port_info_at = Clock::now();
           if (mad::routable_lid(link.local.port_info->lid)) {
             query_pma(i, Which::local, link.local.port_info->lid, port);
           }
           if (c_.config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
             query_peer(i);
           }
+        },
+        [this, i, port] {
+          // Lost (the simulator drops even directed-route SMPs to the local node at a lossy
+          // local port): go on as the port was last read, within keep_unread, so that the
+          // loss costs this one value and not every other query of the port.
+          auto it = c_.memory_.find({links_[i].local_port.ca, port, "local"});
+          if (it == c_.memory_.end() || !it->second.port_info ||
+              Clock::now() - it->second.port_info_at > c_.config_.keep_unread) {
+            return;
+          }
+          const auto& pi = *it->second.port_info;
+          if (mad::routable_lid(pi.lid)) query_pma(i, Which::local, pi.lid, port);
+          if (c_.config_.peers && pi.phys_state == kPhysLinkUp) query_peer(i);
         });
     ask(i, Which::local, "node_description",
         mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_DESC),
@@ -108,6 +120,7 @@ class Pass : public mad::FanOut {
   }
 
   void query_peer(std::size_t i) {
+    links_[i].peer_asked = true;
     auto route = mad::Destination::by_route({static_cast<std::uint8_t>(links_[i].local_port.port)});
     ask(i, Which::peer, "node_info", mad::Request::smp_get(route, IB_ATTR_NODE_INFO),
         [this, i, route](const mad::Response& r) {
@@ -116,6 +129,7 @@ class Pass : public mad::FanOut {
           peer.node_type = static_cast<int>(r.get(IB_NODE_TYPE_F));
           // The port the SMP entered the peer through: the far end of our cable.
           int peer_port = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+          peer.entered_port = peer_port;
           ask(i, Which::peer, "node_description", mad::Request::smp_get(route, IB_ATTR_NODE_DESC),
               [this, i](const mad::Response& d) {
                 links_[i].peer.node_description = d.get_string(IB_NODE_DESC_F);
@@ -126,6 +140,7 @@ class Pass : public mad::FanOut {
               [this, i, peer_port](const mad::Response& p) {
                 auto& peer = links_[i].peer;
                 peer.port_info = mad::decode_port_info(p.data());
+                peer.port_info_at = Clock::now();
                 peer.pma_port = peer_port;
                 if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
                   query_pma(i, Which::peer, peer.port_info->lid, peer_port);
@@ -137,6 +152,7 @@ class Pass : public mad::FanOut {
                 mad::Request::smp_get(route, IB_ATTR_PORT_INFO, 0),
                 [this, i, peer_port](const mad::Response& p) {
                   links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
+                  links_[i].peer.switch_port0_at = Clock::now();
                   auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
                   if (mad::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
                 });
@@ -151,36 +167,146 @@ class Pass : public mad::FanOut {
         [this, i, w, lid, port](const mad::Response& r) {
           auto caps = mad::decode_class_port_info(r.data());
           side(i, w).caps = caps;
+          side(i, w).caps_at = Clock::now();
           if (mad::needs_port_counters(caps)) {
             auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
             req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
-            ask(i, w, "port_counters", std::move(req),
-                [this, i, w](const mad::Response& c) { side(i, w).basic = attribute_data(c); });
+            ask(i, w, "port_counters", std::move(req), [this, i, w](const mad::Response& c) {
+              side(i, w).basic = attribute_data(c);
+              side(i, w).basic_at = Clock::now();
+            });
           }
           if (caps.extended()) {
             auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
             req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, "port_counters_extended", std::move(req),
-                [this, i, w](const mad::Response& c) { side(i, w).extended = attribute_data(c); });
+                [this, i, w](const mad::Response& c) {
+                  side(i, w).extended = attribute_data(c);
+                  side(i, w).extended_at = Clock::now();
+                });
           }
           if (!c_.config_.error_details) return;
           // A PMA that rejects these costs only their series (counted as query errors).
           const auto& attributes = mad::detail_attributes();
           side(i, w).details.resize(attributes.size());
+          side(i, w).details_at.resize(attributes.size());
           for (std::size_t a = 0; a < attributes.size(); ++a) {
             auto req = mad::Request::pma_get(lid, attributes[a].attribute);
             req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
             ask(i, w, attributes[a].name, std::move(req), [this, i, w, a](const mad::Response& c) {
               side(i, w).details[a] = attribute_data(c);
+              side(i, w).details_at[a] = Clock::now();
             });
           }
         });
   }
 
-  void emit_side(MetricsBuilder& out, const Link& link, const Side& s, Which w) {
+  // A side whose queries were lost in this pass takes the parts it lacks from its memory,
+  // when they were read within keep_unread.
+  void recall(const Link& link, Side& s, Which w, TimePoint now) {
+    auto it = c_.memory_.find({link.local_port.ca, link.local_port.port, side_label(w)});
+    if (!s.lost || it == c_.memory_.end()) return;
+    const Side& m = it->second;
+    const auto keep = c_.config_.keep_unread;
+    auto use = [&](TimePoint at) {
+      if (now - at > keep) return false;
+      if (!s.stale_since || at < *s.stale_since) s.stale_since = at;
+      return true;
+    };
+    if (!s.port_info && m.port_info && use(m.port_info_at)) {
+      s.port_info = m.port_info;
+      s.port_info_at = m.port_info_at;
+    }
+    // A switch peer's port 0 (its LID and CapabilityMask).
+    if (!s.switch_capability_mask && m.switch_capability_mask && use(m.switch_port0_at)) {
+      s.switch_capability_mask = m.switch_capability_mask;
+      s.switch_port0_at = m.switch_port0_at;
+      if (!s.pma_lid) s.pma_lid = m.pma_lid;
+    }
+    if (!s.caps && m.caps && use(m.caps_at)) {
+      s.caps = m.caps;
+      s.caps_at = m.caps_at;
+    }
+    if (s.basic.empty() && !m.basic.empty() && use(m.basic_at)) {
+      s.basic = m.basic;
+      s.basic_at = m.basic_at;
+    }
+    if (s.extended.empty() && !m.extended.empty() && use(m.extended_at)) {
+      s.extended = m.extended;
+      s.extended_at = m.extended_at;
+    }
+    for (std::size_t a = 0; a < m.details.size(); ++a) {
+      if (m.details[a].empty() || (a < s.details.size() && !s.details[a].empty())) continue;
+      if (!use(m.details_at[a])) continue;
+      s.details.resize(m.details.size());
+      s.details_at.resize(m.details.size());
+      s.details[a] = m.details[a];
+      s.details_at[a] = m.details_at[a];
+    }
+  }
+
+  // Keeps what the side gave (read now or recalled) for the next pass; a part not read now
+  // stays until it is older than keep_unread.
+  void remember(const Link& link, const Side& s, Which w, TimePoint now) {
+    auto& m = c_.memory_[{link.local_port.ca, link.local_port.port, side_label(w)}];
+    const auto keep = c_.config_.keep_unread;
+    auto expired = [&](TimePoint at) { return now - at > keep; };
+    if (s.port_info) {
+      m.port_info = s.port_info;
+      m.port_info_at = s.port_info_at;
+    } else if (expired(m.port_info_at)) {
+      m.port_info.reset();
+    }
+    if (s.switch_capability_mask) {
+      m.switch_capability_mask = s.switch_capability_mask;
+      m.switch_port0_at = s.switch_port0_at;
+      m.pma_lid = s.pma_lid;
+    } else if (expired(m.switch_port0_at)) {
+      m.switch_capability_mask.reset();
+    }
+    if (s.caps) {
+      m.caps = s.caps;
+      m.caps_at = s.caps_at;
+    } else if (expired(m.caps_at)) {
+      m.caps.reset();
+    }
+    if (!s.basic.empty()) {
+      m.basic = s.basic;
+      m.basic_at = s.basic_at;
+    } else if (expired(m.basic_at)) {
+      m.basic.clear();
+    }
+    if (!s.extended.empty()) {
+      m.extended = s.extended;
+      m.extended_at = s.extended_at;
+    } else if (expired(m.extended_at)) {
+      m.extended.clear();
+    }
+    if (m.details.size() < s.details.size()) {
+      m.details.resize(s.details.size());
+      m.details_at.resize(s.details.size());
+    }
+    for (std::size_t a = 0; a < m.details.size(); ++a) {
+      if (a < s.details.size() && !s.details[a].empty()) {
+        m.details[a] = s.details[a];
+        m.details_at[a] = s.details_at[a];
+      } else if (expired(m.details_at[a])) {
+        m.details[a].clear();
+      }
+    }
+  }
+
+  void emit_side(MetricsBuilder& out, const Link& link, const Side& s, Which w, TimePoint now) {
     Labels l{{"device", link.local_port.ca},
              {"port", std::to_string(link.local_port.port)},
              {"side", side_label(w)}};
+    if (s.stale_since) {
+      out.gauge("ibfabric_ports_stale_seconds",
+                "Present only while some series of this side of the port hold values from an "
+                "earlier collection (its queries were lost since): seconds since the oldest of "
+                "them was read.",
+                l, std::chrono::duration<double>(now - *s.stale_since).count());
+    }
     if (s.port_info) {
       auto pi = *s.port_info;
       if (s.switch_capability_mask) {
@@ -210,10 +336,11 @@ class Pass : public mad::FanOut {
                 "Active link width in mad::lanes, 0 when the link is down "
                 "(mad::PortInfo.LinkWidthActive).",
                 l, mad::lanes(pi.width_active));
-      out.gauge("ibfabric_ports_link_speed_lane_gigabits",
-                "Nominal signalling rate of one lane in Gb/s: 2.5 SDR, 5 DDR, 10 QDR, 14 FDR, 25 "
-                "EDR, 50 HDR, 100 NDR (mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-                l, mad::lane_gbps(pi));
+      out.gauge("ibfabric_ports_link_speed_lane_bytes_per_second",
+                "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8: 2.5 "
+                "SDR, 5 DDR, 10 QDR, 14 FDR, 25 EDR, 50 HDR, 100 NDR Gb/s "
+                "(mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+                l, mad::lane_gbps(pi) * 1e9 / 8);
       out.gauge(
           "ibfabric_ports_rate_bytes_per_second",
           "Nominal signalling rate of the link in bytes per second (mad::lanes times lane rate).",
@@ -256,7 +383,7 @@ class Pass : public mad::FanOut {
         if (v.saturated) {
           Labels sl = l;
           sl.emplace_back("counter", std::string(v.def->pma_name));
-          out.gauge("ibfabric_ports_counter_saturated",
+          out.gauge("ibfabric_ports_counters_saturated",
                     "1 when a counter read from 32-bit PortCounters is pegged at its maximum and "
                     "stopped counting.",
                     sl, *v.saturated ? 1 : 0);
@@ -273,7 +400,23 @@ class Pass : public mad::FanOut {
     auto key = std::make_pair(lp.ca, lp.port);
     if (link.local_description) c_.local_descriptions_[lp.ca] = *link.local_description;
     if (const auto& p = link.peer; p.node_guid) {
-      c_.peers_seen_[key] = {*p.node_guid, p.pma_port, p.node_type, p.node_description.value_or(""),
+      // A lost NodeDescription keeps the one last read of the same node: a lost MAD must not
+      // rename the far end (and change this series' labels).
+      std::string description = p.node_description.value_or("");
+      if (auto old = c_.peers_seen_.find(key);
+          !p.node_description && old != c_.peers_seen_.end() && old->second.guid == *p.node_guid) {
+        description = old->second.description;
+      }
+      // The local PortInfo (and with it the subnet) may have been lost in this pass.
+      auto subnet = link.subnet;
+      if (auto old = c_.peers_seen_.find(key); !subnet && old != c_.peers_seen_.end()) {
+        subnet = old->second.subnet;
+      }
+      // The port number comes with the peer's PortInfo; when that was lost, NodeInfo's
+      // LocalPortNum is the same port.
+      c_.peers_seen_[key] = {lp.node_guid, subnet,
+                             *p.node_guid, p.pma_port ? p.pma_port : p.entered_port,
+                             p.node_type,  std::move(description),
                              now};
     }
     auto it = c_.peers_seen_.find(key);
@@ -303,17 +446,93 @@ class Pass : public mad::FanOut {
               {"peer_node_name", c_.names_->name(peer.guid, peer.description)}});
   }
 
+  // The link memory of the state file, for the local ports that are still there with the same
+  // CA (node GUID); once, at the first collection.
+  void restore_state() {
+    // Not before the local ports are listed and have answered their PortInfo: they say which
+    // records are this host's (CA node GUID, port, subnet).
+    if (!c_.pending_state_ || links_.empty()) return;
+    for (const auto& link : links_) {
+      if (!link.local_answered) return;
+    }
+    auto saved = std::move(*c_.pending_state_);
+    c_.pending_state_.reset();
+    auto now = Clock::now();
+    std::size_t restored = 0;
+    std::size_t matched = 0;
+    std::size_t other_subnet = 0;
+    for (const auto& l : saved.links) {
+      auto link = std::find_if(links_.begin(), links_.end(), [&](const Link& k) {
+        return k.local_port.ca == l.device && k.local_port.port == l.port &&
+               k.local_port.node_guid == l.guid;
+      });
+      if (link == links_.end()) continue;
+      if (link->subnet != l.subnet) {
+        ++other_subnet;
+        continue;
+      }
+      ++matched;
+      auto seen = state::to_steady(l.seen);
+      if (now - seen > c_.config_.link_memory) continue;
+      c_.local_descriptions_.try_emplace(l.device, l.name);
+      restored += c_.peers_seen_
+                      .try_emplace({l.device, l.port},
+                                   PortsCollector::RememberedPeer{l.guid, l.subnet, l.remote_guid,
+                                                                  l.remote_port, l.remote_type,
+                                                                  l.remote_name, seen})
+                      .second;
+    }
+    if (other_subnet > 0) {
+      c_.state_.reject(std::to_string(other_subnet) +
+                       " records written for a local port on another subnet (GID prefix); those "
+                       "are not used");
+    } else if (!saved.links.empty() && matched == 0) {
+      c_.state_.reject("written for other local ports (CA node GUIDs) than this host's");
+    }
+    c_.state_.set_restored(restored);
+  }
+
+  void save_state() {
+    if (!c_.state_.enabled()) return;
+    state::State s;
+    s.collector = "ports";
+    s.saved = state::unix_now();
+    for (const auto& [key, peer] : c_.peers_seen_) {
+      if (!peer.subnet) continue;  // not known yet: the file would not be used
+      auto description = c_.local_descriptions_.find(key.first);
+      s.links.push_back(state::LinkRecord{
+          peer.subnet, key.first, peer.local_guid, key.second, peer.guid, peer.port, peer.type,
+          state::to_unix(peer.seen),
+          description == c_.local_descriptions_.end() ? std::string() : description->second,
+          peer.description});
+    }
+    c_.state_.save(std::move(s));
+  }
+
   void settled() override {
     MetricsBuilder out;
+    restore_state();
     auto now = Clock::now();
     out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
                 MetricType::Gauge);
     bool any_local = false;
-    for (const auto& link : links_) {
+    const bool keep = c_.config_.keep_unread.count() > 0;
+    for (auto& link : links_) {
       any_local = any_local || link.local_answered;
-      emit_side(out, link, link.local, Which::local);
-      emit_side(out, link, link.peer, Which::peer);
+      // Lost values are recalled only in a pass that got any answer at all (one that got none
+      // is a failed collection, not a lossy cable), and for the peer only when it was asked
+      // (the local port was, or was last read, LinkUp).
+      if (keep && any_answer_) {
+        recall(link, link.local, Which::local, now);
+        if (link.peer_asked) recall(link, link.peer, Which::peer, now);
+      }
+      emit_side(out, link, link.local, Which::local, now);
+      emit_side(out, link, link.peer, Which::peer, now);
       emit_peer(out, link, now);
+      if (keep) {
+        remember(link, link.local, Which::local, now);
+        remember(link, link.peer, Which::peer, now);
+      }
     }
     out.declare("ibfabric_ports_query_errors_total",
                 "MAD queries of the collector that failed (timeout, error status, no port)",
@@ -328,10 +547,13 @@ class Pass : public mad::FanOut {
                    {"attribute", attribute}},
                   static_cast<double>(n));
     }
+    save_state();
+    c_.state_.fill_metrics(out);
     CollectResult result;
     // No InfiniBand port (a RoCE-only or IB-less node) is nothing to collect, not a failure;
-    // a port that exists but does not answer is.
-    if (!links_.empty() && !any_local) {
+    // a port that exists but does not answer is. A pass that lost the local PortInfo but got
+    // other answers is a lossy fabric, not a failed source.
+    if (!links_.empty() && !any_local && !any_answer_) {
       result.success = false;
       result.error = "no local port answered its mad::PortInfo query";
     }
@@ -343,13 +565,15 @@ class Pass : public mad::FanOut {
   PortsCollector& c_;
   Collector::Done done_;
   std::vector<Link> links_;
+  bool any_answer_ = false;
 };
 
 PortsCollector::PortsCollector(boost::asio::io_context& io,
                                std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                PortsConfig config, std::shared_ptr<const NodeNameMap> names,
                                mad::PortListing::Lister lister,
-                               std::chrono::nanoseconds listing_deadline)
+                               std::chrono::nanoseconds listing_deadline,
+                               std::string state_directory)
     : mad_(std::move(engine_factory)),
       config_(std::move(config)),
       listing_(io,
@@ -358,9 +582,14 @@ PortsCollector::PortsCollector(boost::asio::io_context& io,
                    : mad::PortListing::infiniband({config_.devices.begin(), config_.devices.end()}),
                listing_deadline),
       names_(std::move(names)),
+      state_(io, std::move(state_directory), "ports"),
       errors_("ports") {}
 
 void PortsCollector::collect(Done done) {
+  if (!state_loaded_) {
+    state_loaded_ = true;
+    pending_state_ = state_.load();
+  }
   mad::collect_with_ports(
       mad_, listing_, std::move(done), [this](std::vector<mad::LocalPort> ports, Done done) {
         std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
@@ -376,9 +605,13 @@ CollectorSpec spec() {
         c.peers = section.get_bool("peers", c.peers);
         c.error_details = section.get_bool("error_details", c.error_details);
         c.link_memory = section.get_duration("link_memory", c.link_memory);
+        c.keep_unread =
+            section.get_duration("keep_unread", c.keep_unread, std::chrono::nanoseconds{0});
         section.finish();
         return std::make_unique<PortsCollector>(context.io, context.mad_engine, std::move(c),
-                                                context.node_names);
+                                                context.node_names, mad::PortListing::Lister{},
+                                                mad::PortListing::kDefaultDeadline,
+                                                context.state_directory);
       }};
 }
 

@@ -3,6 +3,7 @@
 #include "collectors/mad/engine.h"
 #include "collectors/mad/port_listing.h"
 #include "collectors/probe/mad_ping.h"
+#include "collectors/probe/peer_directory.h"
 #include "collectors/stable_hash.h"
 #include "config/config.h"
 
@@ -113,18 +114,19 @@ class Prober : public std::enable_shared_from_this<Prober> {
  public:
   Prober(asio::io_context& io, ProbeConfig config,
          std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-         std::shared_ptr<const NodeNameMap> node_names)
+         std::shared_ptr<const NodeNameMap> node_names, std::shared_ptr<PeerDirectory> directory)
       : io_(io),
         config_(std::move(config)),
         mad_(std::move(mad_engine)),
         node_names_(std::move(node_names)),
+        directory_(std::move(directory)),
         socket_(io),
         responder_(io),
         sweep_(io) {
     std::random_device random;
     token_ = (static_cast<std::uint64_t>(random()) << 32) | random();
     for (const auto& t : config_.targets) {
-      if (t.mad() && (t.guid != 0 || !t.node_description.empty())) needs_sa_ = true;
+      if (t.guid != 0 || (t.mad() && !t.node_description.empty())) needs_sa_ = true;
     }
     needs_sa_ = needs_sa_ || config_.discover;
   }
@@ -134,6 +136,9 @@ class Prober : public std::enable_shared_from_this<Prober> {
   void start() {
     if (started_) return;
     started_ = true;
+    // The MAD responder first: the engine opens its port and registers it at once (see
+    // serve_mad), before this collector's first port listing returns.
+    if (config_.mad_responder) serve_mad();
     if (!config_.udp_listen.empty()) open_responder();
     update_peers();
     arm_sweep();
@@ -141,7 +146,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
 
   // Whether this collector uses MAD at all (and so needs the local ports listed).
   bool uses_mad() const {
-    return config_.mad_responder || config_.discover ||
+    return config_.mad_responder || needs_sa_ ||
            std::any_of(config_.targets.begin(), config_.targets.end(),
                        [](const TargetConfig& t) { return t.mad(); });
   }
@@ -167,29 +172,44 @@ class Prober : public std::enable_shared_from_this<Prober> {
       if (has_mad_targets) mad_errors_.push_back("no InfiniBand port for MAD probes");
       return;
     }
-    auto engine = mad_.engine();
-    if (!engine) return;
+    if (!mad_.engine()) return;
     if (config_.mad_responder) {
-      // A reload that changed the `mad:` section replaces the engine: serve on the new one.
-      if (service_engine_.lock() != engine) service_.reset();
-      if (!service_) {
-        service_engine_ = engine;
-        auto host = ping_host_name();
-        service_ =
-            engine->serve({}, kPingClass, kPingOui, config_.mad_responder_max_per_second,
-                          [host](const mad::InboundRequest& in) {
-                            auto held = std::chrono::steady_clock::now() - in.received_at;
-                            return std::optional(encode_ping_answer(
-                                host, std::chrono::duration_cast<std::chrono::nanoseconds>(held)));
-                          });
-      }
-      if (auto error = service_->refresh(); !error.empty()) {
+      if (auto error = serve_mad(); !error.empty()) {
         mad_errors_.push_back("MAD responder: " + error);
       }
     }
     auto now = std::chrono::steady_clock::now();
     if (needs_sa_ && !resolving_ && now >= resolve_at_) resolve();
     if (!sa_error_.empty()) mad_errors_.push_back(sa_error_);
+  }
+
+  // A new rotation slot (rotate_every) draws the next subset of peers.
+  void rotate() {
+    if (rotation_slot(config_.rotate_every, std::chrono::system_clock::now()) != slot_) {
+      update_peers();
+    }
+  }
+
+  // Serves ibping's class on the default port, or says why not. The engine resolves and opens
+  // the port off the loop and registers the service as soon as it is open, without waiting for
+  // a later call; "" while that is under way.
+  std::string serve_mad() {
+    auto engine = mad_.engine();
+    if (!engine) return "no MAD engine";
+    // A reload that changed the `mad:` section replaces the engine: serve on the new one.
+    if (service_engine_.lock() != engine) service_.reset();
+    if (!service_) {
+      service_engine_ = engine;
+      auto host = ping_host_name();
+      service_ =
+          engine->serve({}, kPingClass, kPingOui, config_.mad_responder_max_per_second,
+                        [host](const mad::InboundRequest& in) {
+                          auto held = std::chrono::steady_clock::now() - in.received_at;
+                          return std::optional(encode_ping_answer(
+                              host, std::chrono::duration_cast<std::chrono::nanoseconds>(held)));
+                        });
+    }
+    return service_->refresh();
   }
 
   void stop() {
@@ -240,6 +260,11 @@ class Prober : public std::enable_shared_from_this<Prober> {
                   "Probes whose RTT exceeded spike_multiplier x the peer's rolling baseline "
                   "median and the absolute spike_floor.",
                   l, static_cast<double>(s.spikes()));
+      out.counter("ibfabric_probe_host_spikes_total",
+                  "Of the spikes, those the responder's hold time explains: the RTT minus the "
+                  "time the responder held the probe was no spike (a paused or busy remote "
+                  "host, not the network).",
+                  l, static_cast<double>(s.host_spikes()));
       const auto& bounds = rtt_buckets();
       out.histogram("ibfabric_probe_rtt_seconds", "Round-trip time of answered probes.", l, bounds,
                     s.bucket_counts(), s.received(), s.sum());
@@ -284,7 +309,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
     std::string name;
     bool mad = false;
     udp::endpoint endpoint;  // UDP
-    std::uint16_t lid = 0;   // MAD
+    std::uint16_t lid = 0;   // MAD: where probes go; UDP: the peer's IB port, if known
     PeerStats stats;
     asio::steady_timer timer;
     std::uint32_t next_sequence = 1;
@@ -312,14 +337,6 @@ class Prober : public std::enable_shared_from_this<Prober> {
     };
     errors_.clear();
     for (const auto& t : config_.targets) {
-      if (!t.mad()) {
-        try {
-          want(Wanted{t, false, parse_endpoint(t.address), 0});
-        } catch (const std::exception& e) {
-          errors_.push_back("target " + t.address + ": " + e.what());
-        }
-        continue;
-      }
       std::uint16_t lid = t.lid;
       if (lid == 0) {
         for (const auto& r : records_) {
@@ -329,6 +346,15 @@ class Prober : public std::enable_shared_from_this<Prober> {
             break;
           }
         }
+      }
+      if (!t.mad()) {
+        // The LID, when the target names its IB port, only places the peer's path.
+        try {
+          want(Wanted{t, false, parse_endpoint(t.address), lid});
+        } catch (const std::exception& e) {
+          errors_.push_back("target " + t.address + ": " + e.what());
+        }
+        continue;
       }
       if (lid != 0) {
         want(Wanted{t, true, {}, lid});
@@ -357,7 +383,8 @@ class Prober : public std::enable_shared_from_this<Prober> {
     }
     // The subset, by name, over both transports.
     std::set<std::string> chosen;
-    for (const auto& t : choose_peers(self_name(), candidates, config_.max_peers)) {
+    slot_ = rotation_slot(config_.rotate_every, std::chrono::system_clock::now());
+    for (const auto& t : choose_peers(self_name(), candidates, config_.max_peers, slot_)) {
       chosen.insert((t.mad() ? "mad|" : "udp|") + t.name);
     }
 
@@ -384,6 +411,11 @@ class Prober : public std::enable_shared_from_this<Prober> {
     peers_ = std::move(next);
     std::sort(peers_.begin(), peers_.end(),
               [](const PeerPtr& a, const PeerPtr& b) { return a->name < b->name; });
+    std::vector<ProbedPeer> probed;
+    for (const auto& peer : peers_) {
+      probed.push_back({peer->name, peer->mad ? "mad" : "udp", peer->lid});
+    }
+    directory_->publish(std::move(probed));
 
     bool any_udp = std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->mad; });
     if (any_udp && !socket_.is_open()) {
@@ -430,7 +462,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
     if (!mad_.engine()) return;
     std::vector<mad::Request> queries;
     for (const auto& t : config_.targets) {
-      if (!t.mad() || (t.guid == 0 && t.node_description.empty())) continue;
+      if (t.guid == 0 && t.node_description.empty()) continue;
       queries.push_back(node_record_query(t.guid, t.node_description));
     }
     if (config_.discover) queries.push_back(node_record_query(0, ""));
@@ -652,6 +684,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
   ProbeConfig config_;
   mad::ClientHandle mad_;
   std::shared_ptr<const NodeNameMap> node_names_;  // names of discovered peers
+  std::shared_ptr<PeerDirectory> directory_;       // what the paths collector traces
   udp::socket socket_;                             // the prober's
   udp::socket responder_;                          // the responder's
   asio::steady_timer sweep_;
@@ -674,6 +707,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::uint64_t token_ = 0;
   std::uint64_t responder_requests_ = 0;
   std::chrono::nanoseconds interval_{0};
+  std::uint64_t slot_ = 0;  // the rotation slot of the current peers
   bool started_ = false;
 };
 
@@ -681,14 +715,16 @@ class ProbeCollector final : public Collector {
  public:
   ProbeCollector(asio::io_context& io, ProbeConfig config,
                  std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-                 std::shared_ptr<const NodeNameMap> node_names)
+                 std::shared_ptr<const NodeNameMap> node_names,
+                 std::shared_ptr<PeerDirectory> directory)
       : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine),
-                                         std::move(node_names))),
+                                         std::move(node_names), std::move(directory))),
         listing_(io, mad::PortListing::infiniband({})) {}
   ~ProbeCollector() override { prober_->stop(); }
 
   void collect(Done done) override {
     prober_->start();
+    prober_->rotate();
     if (!prober_->uses_mad()) {
       finish(std::move(done));
       return;
@@ -741,13 +777,22 @@ void encode(const Message& m, std::uint8_t* data) {
 }
 
 std::vector<TargetConfig> choose_peers(const std::string& self, std::vector<TargetConfig> targets,
-                                       std::size_t max_peers) {
+                                       std::size_t max_peers, std::uint64_t slot) {
   if (targets.size() <= max_peers) return targets;
   std::stable_sort(targets.begin(), targets.end(), [&](const auto& a, const auto& b) {
     return fnv1a(self + "|" + a.name) < fnv1a(self + "|" + b.name);
   });
+  std::size_t start =
+      static_cast<std::size_t>((slot % targets.size()) * max_peers % targets.size());
+  std::rotate(targets.begin(), targets.begin() + static_cast<std::ptrdiff_t>(start), targets.end());
   targets.resize(max_peers);
   return targets;
+}
+
+std::uint64_t rotation_slot(std::chrono::nanoseconds rotate_every,
+                            std::chrono::system_clock::time_point now) {
+  if (rotate_every.count() <= 0) return 0;
+  return static_cast<std::uint64_t>(now.time_since_epoch() / rotate_every);
 }
 
 namespace {
@@ -759,14 +804,23 @@ TargetConfig parse_target(ConfigSection& t) {
   target.lid = static_cast<std::uint16_t>(t.get_int("lid", 0, 0, 0xbfff));
   std::string guid = t.get_string("guid", "");
   std::string name = t.get_string("name", "");
-  int ways = (target.address.empty() ? 0 : 1) + (target.lid ? 1 : 0) + (guid.empty() ? 0 : 1);
-  if (ways > 1) {
-    t.fail("address", "a target is one of address (UDP), lid or guid (MAD), not several");
+  // With an address (UDP), lid or guid name the peer's InfiniBand port: not where probes go,
+  // but what the paths collector traces the route to.
+  if (target.lid && !guid.empty()) {
+    t.fail("guid", "a target names its InfiniBand port by lid or by guid, not both");
   }
-  if (ways == 0 && name.empty()) {
+  if (target.address.empty() && !target.lid && guid.empty() && name.empty()) {
     t.fail("address",
            "a target needs an address (IP:PORT, UDP) or a lid, guid or name (node "
            "description, MAD)");
+  }
+  if (!guid.empty()) {
+    char* end = nullptr;
+    errno = 0;
+    target.guid = std::strtoull(guid.c_str(), &end, 16);
+    if (errno != 0 || end == guid.c_str() || *end != '\0' || target.guid == 0) {
+      t.fail("guid", "\"" + guid + "\" is not a port GUID (0x followed by 16 hex digits)");
+    }
   }
   if (!target.address.empty()) {
     try {
@@ -775,13 +829,7 @@ TargetConfig parse_target(ConfigSection& t) {
       t.fail("address", e.what());
     }
     target.name = name.empty() ? target.address : name;
-  } else if (!guid.empty()) {
-    char* end = nullptr;
-    errno = 0;
-    target.guid = std::strtoull(guid.c_str(), &end, 16);
-    if (errno != 0 || end == guid.c_str() || *end != '\0' || target.guid == 0) {
-      t.fail("guid", "\"" + guid + "\" is not a port GUID (0x followed by 16 hex digits)");
-    }
+  } else if (target.guid != 0) {
     target.name = name.empty() ? hex_guid(target.guid) : name;
   } else if (target.lid != 0) {
     target.name = name.empty() ? "lid " + std::to_string(target.lid) : name;
@@ -824,6 +872,8 @@ CollectorSpec spec() {
             "payload_bytes", static_cast<std::int64_t>(c.payload_bytes), kHeaderBytes, 8192));
         c.max_peers = static_cast<std::size_t>(
             section.get_int("max_peers", static_cast<std::int64_t>(c.max_peers), 1, 4096));
+        c.rotate_every =
+            section.get_duration("rotate_every", c.rotate_every, std::chrono::nanoseconds{0});
         c.max_probes_per_second =
             section.get_double("max_probes_per_second", c.max_probes_per_second, 0.1, 100000);
         c.window = static_cast<std::size_t>(
@@ -834,7 +884,7 @@ CollectorSpec spec() {
             "baseline_window", static_cast<std::int64_t>(c.spike.baseline_window), 1, 100000));
         section.finish();
         return std::make_unique<ProbeCollector>(context.io, std::move(c), context.mad_engine,
-                                                context.node_names);
+                                                context.node_names, context.probe_peers);
       }};
 }
 

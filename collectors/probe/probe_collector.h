@@ -24,12 +24,13 @@ namespace ibfabric::probe {
 
 // A peer to probe. An entry with `address` is probed over UDP; any other over MAD (ibping's
 // class), by `lid`, by port `guid`, or by node description (`name` alone), the last two
-// resolved through the SA.
+// resolved through the SA. A UDP entry may name the peer's InfiniBand port by `lid` or `guid`
+// too: probes still go to the address, and the paths collector traces the route to that port.
 struct TargetConfig {
   std::string name;              // the `peer` label; default: the address, LID or GUID
   std::string address;           // UDP: IP:PORT or [IPv6]:PORT
-  std::uint16_t lid = 0;         // MAD
-  std::uint64_t guid = 0;        // MAD: a port GUID
+  std::uint16_t lid = 0;         // MAD; UDP: the peer's IB port
+  std::uint64_t guid = 0;        // MAD: a port GUID; UDP: the peer's IB port
   std::string node_description;  // MAD: a node description, matched whole
   bool mad() const { return address.empty(); }
 };
@@ -45,6 +46,10 @@ struct ProbeConfig {
   std::chrono::nanoseconds timeout = std::chrono::seconds(1);
   std::size_t payload_bytes = 64;  // UDP
   std::size_t max_peers = 64;
+  // With more candidates than max_peers: 0 keeps one stable subset; else the subset moves on
+  // by max_peers candidates every rotate_every (wall clock, so nodes rotate together), and
+  // every candidate is probed once every ceil(candidates / max_peers) periods.
+  std::chrono::nanoseconds rotate_every{0};
   double max_probes_per_second = 100;  // over all peers
   std::size_t window = 1024;           // RTTs behind the percentiles
   SpikeRule spike;
@@ -61,11 +66,16 @@ struct Message {
 std::optional<Message> decode(const std::uint8_t* data, std::size_t size);
 void encode(const Message& m, std::uint8_t* data);  // writes kHeaderBytes
 
-// The peers one node probes when there are more than `max_peers`: a stable pseudo-random
-// subset (FNV-1a of "self|peer" sorted), so that N nodes do not make N^2 probes and every node
-// picks a different subset.
+// The peers one node probes when there are more than `max_peers`: a window of `max_peers`
+// candidates in an order of this node's own (FNV-1a of "self|peer" sorted), so that N nodes do
+// not make N^2 probes and every node picks a different subset. Rotation `slot` k starts the
+// window at k * max_peers (cyclically); slot 0 is the stable subset.
 std::vector<TargetConfig> choose_peers(const std::string& self, std::vector<TargetConfig> targets,
-                                       std::size_t max_peers);
+                                       std::size_t max_peers, std::uint64_t slot = 0);
+// The rotation slot at `now`: 0 without rotation, else the number of whole periods since the
+// epoch.
+std::uint64_t rotation_slot(std::chrono::nanoseconds rotate_every,
+                            std::chrono::system_clock::time_point now);
 
 CollectorSpec spec();
 

@@ -53,9 +53,13 @@ bool PeerStats::add(std::chrono::nanoseconds rtt, std::optional<std::chrono::nan
   if (window_.size() > window_size_) window_.pop_front();
 
   bool spike = false;
+  auto above = [&](double v, double median) {
+    return v > rule_.multiplier * median && v > seconds(rule_.floor);
+  };
   if (baseline_.size() >= rule_.baseline_min) {
     double median = *baseline();
-    spike = value > rule_.multiplier * median && value > seconds(rule_.floor);
+    spike = above(value, median);
+    if (spike && network && !above(seconds(*network), median)) ++host_spikes_;
   }
   if (spike) {
     ++spikes_;

@@ -35,6 +35,9 @@ class PeerStats {
   std::uint64_t received() const { return received_; }
   std::uint64_t lost() const { return lost_; }
   std::uint64_t spikes() const { return spikes_; }
+  // Of spikes(), those the responder's hold time explains: the RTT minus the hold would not
+  // have been a spike (a paused or busy remote host, not the network).
+  std::uint64_t host_spikes() const { return host_spikes_; }
   std::optional<double> last_rtt() const { return last_; }              // seconds
   std::optional<double> last_network() const { return last_network_; }  // seconds
   // RFC 3550 interarrival jitter applied to consecutive RTTs: J += (|D| - J) / 16, seconds.
@@ -57,7 +60,8 @@ class PeerStats {
   std::deque<double> window_;    // latest RTTs, seconds
   std::deque<double> baseline_;  // latest non-spike RTTs, seconds
   std::vector<std::uint64_t> buckets_, network_buckets_;
-  std::uint64_t sent_ = 0, received_ = 0, lost_ = 0, spikes_ = 0, network_count_ = 0;
+  std::uint64_t sent_ = 0, received_ = 0, lost_ = 0, spikes_ = 0, host_spikes_ = 0,
+                network_count_ = 0;
   double sum_ = 0, network_sum_ = 0, jitter_ = 0;
   std::optional<double> last_, last_network_;
 };

@@ -228,7 +228,7 @@ class Pass : public mad::FanOut {
                 l, m.state);
       out.gauge("ibfabric_sm_master_priority",
                 "SMInfo.Priority of the SM the port points at (0-15, higher wins).", l, m.priority);
-      out.gauge("ibfabric_sm_master_activity_count",
+      out.gauge("ibfabric_sm_master_activity",
                 "SMInfo.ActCount of the SM the port points at: moves while the SM works; 32-bit, "
                 "restarts with the SM.",
                 l, m.activity_count);
@@ -283,8 +283,8 @@ class Pass : public mad::FanOut {
                 sl, now->state);
       out.gauge("ibfabric_sm_subnet_sm_priority", "SMInfo.Priority of each SM of the subnet.", sl,
                 now->priority);
-      out.gauge("ibfabric_sm_subnet_sm_activity_count", "SMInfo.ActCount of each SM of the subnet.",
-                sl, now->activity_count);
+      out.gauge("ibfabric_sm_subnet_sm_activity", "SMInfo.ActCount of each SM of the subnet.", sl,
+                now->activity_count);
     }
     for (int s = 0; s < 4; ++s) {
       Labels cl = l;

@@ -15,7 +15,8 @@ import re
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-DEFAULT_FILES = [os.path.join(HERE, "ibfabric.rules.yml"), os.path.join(HERE, "ibfabric.rules.test.yml")]
+DEFAULT_FILES = [os.path.join(HERE, name) for name in
+                 ("ibfabric.rules.yml", "ibfabric.rules.test.yml", "ibfabric.localization.test.yml")]
 SHIPPED_BASE = "https://ibfabric.invalid/runbook.md"
 LINK = re.compile(r"^([ \t]*runbook_url: )'?([^'#\s]*)#(\w+)'?[ \t]*$", re.M)
 

@@ -1,5 +1,6 @@
-"""The shipped alert rules: `promtool check rules` and `promtool test rules` pass, every alert has
-a firing and a non-firing unit test, carries severity, summary, description and a runbook_url
+"""The shipped alert rules: `promtool check rules` and `promtool test rules` pass (the hand-written
+cases and the localization cases that localization_cases.py writes, which must be up to date),
+every alert has a firing and a non-firing unit test, carries severity, summary, description and a runbook_url
 whose section exists in docs/runbook.md, and reads counters only through rate() or increase().
 
 The rules file is read with a small line parser (the standard library has no YAML); it fails
@@ -17,6 +18,7 @@ from ibfabric_testlib import source_dir
 ALERTS_DIR = os.path.join(source_dir(), "dashboards", "alerts")
 RULES = os.path.join(ALERTS_DIR, "ibfabric.rules.yml")
 RULE_TESTS = os.path.join(ALERTS_DIR, "ibfabric.rules.test.yml")
+LOCALIZATION_TESTS = os.path.join(ALERTS_DIR, "ibfabric.localization.test.yml")
 RUNBOOK = os.path.join(source_dir(), "docs", "runbook.md")
 
 
@@ -61,8 +63,10 @@ class AlertRulesTest(unittest.TestCase):
     def setUpClass(cls):
         with open(RULES) as f:
             cls.rules = parse_rules(f.read())
-        with open(RULE_TESTS) as f:
-            cls.tests_text = f.read()
+        cls.tests_text = ""
+        for path in (RULE_TESTS, LOCALIZATION_TESTS):
+            with open(path) as f:
+                cls.tests_text += f.read()
         with open(RUNBOOK) as f:
             cls.runbook = f.read()
 
@@ -76,9 +80,14 @@ class AlertRulesTest(unittest.TestCase):
                          "the line parser of this test missed rules; keep the file's layout")
 
     def test_promtool_test_rules(self):
-        out = subprocess.run(["promtool", "test", "rules", RULE_TESTS], capture_output=True,
-                             text=True, timeout=120, cwd=ALERTS_DIR)
+        out = subprocess.run(["promtool", "test", "rules", RULE_TESTS, LOCALIZATION_TESTS],
+                             capture_output=True, text=True, timeout=120, cwd=ALERTS_DIR)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+    def test_localization_cases_are_up_to_date(self):
+        out = subprocess.run([os.path.join(ALERTS_DIR, "localization_cases.py"), "--check"],
+                             capture_output=True, text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr)
 
     def test_every_alert_has_a_firing_and_a_non_firing_case(self):
         cases = re.findall(r"alertname: (\w+)\n\s+exp_alerts:( \[\])?", self.tests_text)
@@ -93,6 +102,9 @@ class AlertRulesTest(unittest.TestCase):
     def test_every_alert_is_documented_and_labelled(self):
         anchors = {h.strip().lower() for h in re.findall(r"^## (\w+)$", self.runbook, re.M)}
         for rule in self.rules:
+            if rule["kind"] == "record":
+                self.assertRegex(rule["alert"], r"^ibfabric:\w+(:\w+)?$", "a record's name")
+                continue
             with self.subTest(alert=rule["alert"]):
                 self.assertIn(rule["labels"].get("severity"), ("critical", "warning", "info"))
                 self.assertTrue(rule["annotations"].get("summary"))
@@ -112,9 +124,10 @@ class AlertRulesTest(unittest.TestCase):
         import shutil
         import tempfile
         with tempfile.TemporaryDirectory() as tmp:
-            for path in (RULES, RULE_TESTS):
+            for path in (RULES, RULE_TESTS, LOCALIZATION_TESTS):
                 shutil.copy(path, tmp)
-            files = [os.path.join(tmp, os.path.basename(p)) for p in (RULES, RULE_TESTS)]
+            files = [os.path.join(tmp, os.path.basename(p))
+                     for p in (RULES, RULE_TESTS, LOCALIZATION_TESTS)]
             script = os.path.join(ALERTS_DIR, "set_runbook_url.py")
             base = "https://wiki.example.com/ibfabric/runbook"
             check = subprocess.run([script, "--check", base] + files, capture_output=True)
@@ -122,12 +135,14 @@ class AlertRulesTest(unittest.TestCase):
             subprocess.run([script, base] + files, check=True)
             subprocess.run([script, "--check", base] + files, check=True)
             with open(files[0]) as f:
-                urls = [r["annotations"]["runbook_url"] for r in parse_rules(f.read())]
-            self.assertEqual(len(urls), len(self.rules))
-            for url, rule in zip(urls, self.rules):
+                urls = [r["annotations"]["runbook_url"] for r in parse_rules(f.read())
+                        if r["kind"] == "alert"]
+            alerts = [r for r in self.rules if r["kind"] == "alert"]
+            self.assertEqual(len(urls), len(alerts))
+            for url, rule in zip(urls, alerts):
                 self.assertEqual(url, base + "#" + rule["alert"].lower())
             # The promtool tests expect the same links, so they still pass.
-            out = subprocess.run(["promtool", "test", "rules", files[1]], capture_output=True,
+            out = subprocess.run(["promtool", "test", "rules"] + files[1:], capture_output=True,
                                  text=True, timeout=120)
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
             bad = subprocess.run([script, "not a url"] + files, capture_output=True, text=True)

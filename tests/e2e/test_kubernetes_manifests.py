@@ -108,6 +108,17 @@ class ManifestsTest(unittest.TestCase):
             self.assertIs(mounts[name].get("readOnly"), True, path)
         self.assertEqual(mounts[host["/dev/infiniband"]]["mountPath"], "/dev/infiniband")
 
+    def test_state_directory_is_a_writable_mount(self):
+        config = yaml.safe_load(self.config_text())
+        state = config.get("state_directory")
+        self.assertTrue(state, "the ConfigMap sets state_directory (link memory across restarts)")
+        mounts = {m["mountPath"].rstrip("/"): m for m in self.container["volumeMounts"]}
+        self.assertIn(state.rstrip("/"), mounts)
+        mount = mounts[state.rstrip("/")]
+        self.assertFalse(mount.get("readOnly", False))
+        volumes = {v["name"]: v for v in self.pod["volumes"]}
+        self.assertIn("emptyDir", volumes[mount["name"]])
+
     def config_text(self):
         args = self.container["args"]
         config_path = args[args.index("--config") + 1]

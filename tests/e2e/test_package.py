@@ -37,7 +37,7 @@ DPKG = ["dpkg", "--force-unsafe-io", "--no-triggers"]
 # one and write elsewhere (their build dirs, /tmp).
 WATCHED = ["/etc", "/lib/systemd", "/lib/udev/rules.d", "/lib/sysusers.d", "/usr/bin",
            "/usr/sbin", "/usr/share/ibfabric", "/usr/share/doc", "/usr/share/man/man8",
-           "/usr/share/lintian", "/var/lib/ibfabricd", "/var/lib/systemd"]
+           "/usr/share/lintian", "/var/lib/ibfabricd", "/var/lib/ibfabric", "/var/lib/systemd"]
 # The shadow tools (userdel, groupdel) and systemd-sysusers leave backups of the files they
 # rewrite and a lock file: not the package's.
 SHADOW_NOISE = re.compile(r"^/etc/(passwd|group|shadow|gshadow)-$|^/etc/\.pwd\.lock$")

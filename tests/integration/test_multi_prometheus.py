@@ -288,7 +288,8 @@ class MultiPrometheusTest(unittest.TestCase):
     def test_5_every_rule_evaluates_and_none_fires_on_a_healthy_fabric(self):
         shipped = rule_exprs()
         with open(RULES) as f:
-            self.assertEqual(len(shipped), len(re.findall(r"^\s*- alert:", f.read(), re.M)))
+            self.assertEqual(len(shipped), len(re.findall(r"^\s*- (alert|record):", f.read(),
+                                                          re.M)))
         for name, expr in shipped:
             with self.subTest(rule=name):
                 self.vm.query(expr)  # raises unless VictoriaMetrics answers "success"

@@ -160,14 +160,14 @@ class PortsTest(unittest.TestCase):
         self.assertEqual(value(samples, "ibfabric_collector_success", collector="ports"), 1)
 
         # A counter pegged at its 16-bit maximum in PortCounters is flagged; others are not.
-        self.assertEqual(value(samples, "ibfabric_ports_counter_saturated", side="local",
+        self.assertEqual(value(samples, "ibfabric_ports_counters_saturated", side="local",
                                counter="SymbolErrorCounter", **LOCAL), 1)
-        self.assertEqual(value(samples, "ibfabric_ports_counter_saturated", side="peer",
+        self.assertEqual(value(samples, "ibfabric_ports_counters_saturated", side="peer",
                                counter="SymbolErrorCounter", **LOCAL), 0)
-        self.assertEqual(value(samples, "ibfabric_ports_counter_saturated", side="peer",
+        self.assertEqual(value(samples, "ibfabric_ports_counters_saturated", side="peer",
                                counter="LinkErrorRecoveryCounter", **LOCAL), 1)
         # Data counters come from the 64-bit set here: no saturation series for them.
-        self.assertIsNone(value(samples, "ibfabric_ports_counter_saturated", side="local",
+        self.assertIsNone(value(samples, "ibfabric_ports_counters_saturated", side="local",
                                 counter="PortXmitData", **LOCAL))
 
         # PortInfo, local (DR path 0) and peer (DR path 0,1, the switch's port 1).
@@ -180,8 +180,10 @@ class PortsTest(unittest.TestCase):
                              PHYS_STATES[pi["PhysLinkState"]], side)
             self.assertEqual(value(samples, "ibfabric_ports_link_width_lanes", **labels),
                              int(pi["LinkWidthActive"].rstrip("X")), side)
-            self.assertEqual(value(samples, "ibfabric_ports_link_speed_lane_gigabits", **labels),
-                             float(pi["LinkSpeedActive"].split()[0]), side)
+            # smpquery prints Gb/s ("10.0 Gbps"); the gauge is in bytes per second.
+            self.assertEqual(
+                value(samples, "ibfabric_ports_link_speed_lane_bytes_per_second", **labels),
+                float(pi["LinkSpeedActive"].split()[0]) * 1e9 / 8, side)
             self.assertEqual(value(samples, "ibfabric_ports_mtu_bytes", **labels),
                              int(pi["NeighborMTU"]), side)
             self.assertEqual(value(samples, "ibfabric_ports_mtu_capability_bytes", **labels),

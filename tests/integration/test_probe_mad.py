@@ -5,7 +5,8 @@
   probe answered, the responder's hold time in every answer, no spike while steady;
 - discovery lists every other CA port the SA knows, never the node's own;
 - pausing the responder process makes RTT spikes the spike counter and the histogram show;
-- a daemon probes the stock `ibping -S` and reports round trips without a network share.
+- a daemon probes the stock `ibping -S` and reports round trips without a network share;
+- a new daemon's responder serves from its start, not from its collector's next run.
 
 Simulator quirks this works around (see ../shared/SIMULATOR.md): requests reach a responder only
 when it attached with SIM_SET_ISSM=1, which sets the IsSM bit of its port; the shim crashes a
@@ -238,6 +239,35 @@ class MadProbeTest(unittest.TestCase):
                                            IBPING_HOST), 20)
         self.assertEqual(self.value(samples, "ibfabric_probe_network_rtt_seconds_count",
                                     IBPING_HOST), 0)
+
+    def test_6_a_new_daemon_serves_from_its_start(self):
+        # The responder registers as soon as its port opens, not at the probe collector's
+        # next run (15 s by default here): stock ibping gets every answer from the start.
+        # The prober is paused while the new daemon attaches (see setUpClass); opensm is
+        # stopped (test 5).
+        config = os.path.join(self.tmp.name, "fresh.yaml")
+        with open(config, "w") as f:
+            f.write("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                    "  sm: {enabled: false}\n  sriov: {enabled: false}\n"
+                    "  probe: {enabled: true, udp_listen: \"\"}\n")
+        fresh = self.fabric.daemon(["--config", config], host=SILENT_HOST,
+                                   env=dict(os.environ, SIM_SET_ISSM="1"))
+        self.prober.signal(signal.SIGSTOP)
+        try:
+            started = time.monotonic()
+            self.start_serving(fresh)
+            serving_after = time.monotonic() - started
+        finally:
+            self.prober.signal(signal.SIGCONT)
+        try:
+            self.assertLess(serving_after, 5, "serving only %.1f s after start" % serving_after)
+            silent_lid = lid_of(self.fabric, SILENT_HOST)
+            r = self.fabric.run_tool(["ibping", "-c", "5", str(silent_lid)], host=PROBER_HOST,
+                                     timeout=30)
+            self.assertIn("5 packets transmitted, 5 received", r.stdout)
+            self.assertIsNone(fresh.process.poll(), fresh.log())
+        finally:
+            fresh.stop()
 
 
 if __name__ == "__main__":

@@ -201,7 +201,7 @@ class SmTest(unittest.TestCase):
         self.assertEqual(value(samples, "ibfabric_sm_master_state", **LOCAL), state)
         self.assertEqual(value(samples, "ibfabric_sm_master_priority", **LOCAL), priority)
         # The activity count moves all the time: it must lie between the two sminfo readings.
-        count = value(samples, "ibfabric_sm_master_activity_count", **LOCAL)
+        count = value(samples, "ibfabric_sm_master_activity", **LOCAL)
         self.assertTrue(before[2] <= count <= after[2], (before[2], count, after[2]))
         self.assertEqual(value(samples, "ibfabric_sm_master_changes_total", **LOCAL), 0)
         self.assertEqual(value(samples, "ibfabric_sm_activity_stalled_polls", **LOCAL), 0)
@@ -221,7 +221,7 @@ class SmTest(unittest.TestCase):
         self.assertEqual(value(samples, "ibfabric_sm_subnet_sm_priority", **sl),
                          standby_before[3])
         self.assertEqual(value(samples, "ibfabric_sm_subnet_sm_responding", **sl), 1)
-        count = value(samples, "ibfabric_sm_subnet_sm_activity_count", **sl)
+        count = value(samples, "ibfabric_sm_subnet_sm_activity", **sl)
         self.assertTrue(standby_before[2] <= count <= standby_after[2],
                         (standby_before[2], count, standby_after[2]))
         self.assertIsNone(find_sample(samples, "ibfabric_sm_query_errors_total", **LOCAL))

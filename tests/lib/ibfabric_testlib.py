@@ -1,13 +1,18 @@
 """Helpers shared by the end-to-end and integration tests: run the built daemon, scrape it,
 parse the exposition text. Standard library only."""
 
+import atexit
 import math
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+import unittest
 import urllib.request
 from dataclasses import dataclass, field
 
@@ -81,6 +86,16 @@ def find_sample(samples, name, **labels):
     return found[0] if found else None
 
 
+def promtool_check_metrics(text):
+    """`promtool check metrics` on exposition text: (exit code, everything it printed). promtool
+    prints one line per problem, lint warnings included ("use base unit ...", "metric name
+    should not include type ..."); text that passes prints nothing, so a strict check asserts
+    (0, "") rather than the exit code alone."""
+    result = subprocess.run(["promtool", "check", "metrics"], input=text, capture_output=True,
+                            text=True, timeout=30)
+    return result.returncode, (result.stdout + result.stderr).strip()
+
+
 def run_once(args, env=None, cwd=None, timeout=60):
     return subprocess.run([ibfabricd_path(), "--once", *args], capture_output=True, text=True,
                           env=env, cwd=cwd, timeout=timeout)
@@ -102,8 +117,65 @@ def http_get(url, timeout=10, headers=None):
         return error.code, dict(error.headers), error.read().decode()
 
 
+# Daemon logs: one directory per test process (ibfabricd-logs-XXXX in the temp directory),
+# removed when the process exits after unittest reported every run successful, kept with its
+# path printed when a test failed or errored, or a run did not finish. A process killed before
+# it can exit (as ctest ends one at its timeout) keeps it too, without the message.
+# IBFABRIC_KEEP_LOGS=1 keeps it always. A process that runs no unittest (a benchmark) keeps it
+# only when something is in it: a Daemon used as a context manager there removes its own log
+# when its block ends without an exception.
+_log_dir = None
+_runs = []  # one per unittest run in this process: None while it runs, then wasSuccessful()
+
+
+def _start_test_run(self, _original=unittest.TestResult.startTestRun):
+    _runs.append(None)
+    _original(self)
+
+
+def _stop_test_run(self, _original=unittest.TestResult.stopTestRun):
+    if _runs and _runs[-1] is None:
+        _runs[-1] = self.wasSuccessful()
+    _original(self)
+
+
+# Every runner (unittest.main's TextTestRunner included) calls these on its result object,
+# whose classes do not override them.
+unittest.TestResult.startTestRun = _start_test_run
+unittest.TestResult.stopTestRun = _stop_test_run
+
+
+def daemon_log_dir():
+    global _log_dir
+    if _log_dir is None:
+        _log_dir = tempfile.mkdtemp(prefix="ibfabricd-logs-")
+        atexit.register(_remove_logs_unless_failed)
+    return _log_dir
+
+
+def _remove_logs_unless_failed():
+    if _log_dir is None or not os.path.isdir(_log_dir):
+        return
+    logs = sorted(os.listdir(_log_dir))
+    if os.environ.get("IBFABRIC_KEEP_LOGS") == "1":
+        why = "IBFABRIC_KEEP_LOGS=1"
+    elif not _runs:
+        why = None if not logs else "not removed by the end of their Daemon's block"
+    elif not all(_runs):  # None: a run that never finished
+        why = "a test failed or did not finish"
+    else:
+        why = None
+    if why is None:
+        shutil.rmtree(_log_dir, ignore_errors=True)
+        return
+    print("ibfabricd logs kept (%s): %s" % (why, _log_dir), file=sys.stderr)
+    for name in logs:
+        print("  " + os.path.join(_log_dir, name), file=sys.stderr)
+
+
 class Daemon:
-    """Runs ibfabricd in the background on a free loopback port. Use as a context manager."""
+    """Runs ibfabricd in the background on a free loopback port. Use as a context manager.
+    Its standard error goes to a file in daemon_log_dir() (log() reads it)."""
 
     def __init__(self, args, env=None, cwd=None, binary=None, port=None, ready_log=None):
         """ready_log: wait for this text in the daemon's log instead of a plain-HTTP 200 from
@@ -122,8 +194,8 @@ class Daemon:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=20):
-        import tempfile
-        log = tempfile.NamedTemporaryFile(prefix="ibfabricd-", suffix=".log", delete=False)
+        log = tempfile.NamedTemporaryFile(prefix="ibfabricd-", suffix=".log", delete=False,
+                                          dir=daemon_log_dir())
         self.stderr_path = log.name
         self.process = subprocess.Popen(
             [self.binary, *self.args, "--web.listen-address", f"127.0.0.1:{self.port}"],
@@ -192,9 +264,11 @@ class Daemon:
     def __enter__(self):
         return self.start()
 
-    def __exit__(self, *exc):
-        try:
-            self.stop()
-        finally:
-            if self.stderr_path and os.path.exists(self.stderr_path):
+    def __exit__(self, exc_type, *exc):
+        self.stop()
+        # Under unittest the log stays until the process knows whether every test passed.
+        if exc_type is None and not _runs and self.stderr_path:
+            try:
                 os.unlink(self.stderr_path)
+            except FileNotFoundError:
+                pass

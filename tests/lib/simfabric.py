@@ -128,16 +128,23 @@ class SimFabric:
         return False
 
     def start(self):
+        """A start that fails ends what it started and removes the scratch directory (its error
+        carries the diagnostics), so a caller that registers close() only after start() leaks
+        nothing."""
         self.workdir = tempfile.mkdtemp(prefix="simfabric-%s-" % self.name)
-        self.topology_path = os.path.join(self.workdir, "fabric.topo")
-        with open(self.topology_path, "w") as f:
-            f.write(self.topology_text)
-        self.fifo_path = os.path.join(self.workdir, "console")
-        os.mkfifo(self.fifo_path)
-        self.start_ibsim()
-        if self.start_sm:
-            self.start_opensm(self.sm_host, priority=self.sm_priority)
-            self.wait_ready()
+        try:
+            self.topology_path = os.path.join(self.workdir, "fabric.topo")
+            with open(self.topology_path, "w") as f:
+                f.write(self.topology_text)
+            self.fifo_path = os.path.join(self.workdir, "console")
+            os.mkfifo(self.fifo_path)
+            self.start_ibsim()
+            if self.start_sm:
+                self.start_opensm(self.sm_host, priority=self.sm_priority)
+                self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def start_ibsim(self):

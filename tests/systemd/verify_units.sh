@@ -97,6 +97,7 @@ required=(
   "CapabilityBoundingSet="
   "NoNewPrivileges=yes"
   "ProtectSystem=strict"
+  "StateDirectory=ibfabric"           # the link memory across restarts ($STATE_DIRECTORY)
   "ProcSubset=all"
   "WantedBy=multi-user.target"
 )

@@ -83,6 +83,141 @@ TEST(FabricTopology, LaterAnswerForAPortReplacesEarlier) {
   EXPECT_EQ(t.links().begin()->second.remote_port, 4);
 }
 
+// A fabric: local CA 1 on leaf a port 1; leaves a, b each cabled to spines s, t (ports 10, 11
+// of the leaves, 1 and 2 of the spines); CA 2 on leaf b port 1.
+Topology small_fat_tree() {
+  Topology t;
+  t.add_node(0x1, IB_NODE_CA, 1, {});
+  t.add_node(0xa, IB_NODE_SWITCH, 12, {1});
+  t.add_node(0xb, IB_NODE_SWITCH, 12, {1, 10, 2});
+  t.add_node(0x5, IB_NODE_SWITCH, 4, {1, 10});
+  t.add_node(0x7, IB_NODE_SWITCH, 4, {1, 11});
+  t.add_node(0x2, IB_NODE_CA, 1, {1, 10, 2, 1});
+  auto cable = [&](std::uint64_t g, int p, std::uint64_t rg, int rp) {
+    t.add_link(g, p, rg, rp);
+    t.add_link(rg, rp, g, p);
+  };
+  cable(0x1, 1, 0xa, 1);
+  cable(0xa, 10, 0x5, 1);
+  cable(0xa, 11, 0x7, 1);
+  cable(0xb, 10, 0x5, 2);
+  cable(0xb, 11, 0x7, 2);
+  cable(0xb, 1, 0x2, 1);
+  for (auto guid : {0xaull, 0xbull, 0x5ull, 0x7ull}) {
+    auto* n = t.find(guid);
+    n->description = "switch " + std::to_string(guid);
+    n->description_read = true;
+    n->lid = static_cast<std::uint16_t>(guid);
+    n->port0_capability_mask = 0x4000;
+  }
+  return t;
+}
+
+mad::PortInfo port_info(int phys_state) {
+  mad::PortInfo pi{};
+  pi.phys_state = phys_state;
+  pi.state = phys_state == kPhysLinkUp ? 4 : 1;
+  return pi;
+}
+
+bool always(std::uint64_t) { return true; }
+
+TEST(FabricTopology, AnUnansweredDescriptionOrLidIsTakenFromThePreviousDiscovery) {
+  auto previous = small_fat_tree();
+  Topology now;
+  now.add_node(0xa, IB_NODE_SWITCH, 12, {1});
+  now.add_node(0xb, IB_NODE_SWITCH, 12, {1, 10, 2});
+  now.find(0xb)->description = "renamed";
+  now.find(0xb)->description_read = true;
+  now.find(0xb)->lid = 99;
+  now.find(0xb)->port0_capability_mask = 0;
+  now.fill_unanswered(previous);
+  EXPECT_EQ(now.find(0xa)->description, "switch 10");
+  EXPECT_TRUE(now.find(0xa)->description_read);
+  EXPECT_EQ(now.find(0xa)->lid, 0xa);
+  EXPECT_EQ(now.find(0xa)->port0_capability_mask, 0x4000u);
+  // What was answered stays, even when it changed.
+  EXPECT_EQ(now.find(0xb)->description, "renamed");
+  EXPECT_EQ(now.find(0xb)->lid, 99);
+}
+
+TEST(FabricTopology, ALossyDiscoveryKeepsWhatItMissed) {
+  auto previous = small_fat_tree();
+  // Spine 7 and leaf b were not reached (their NodeInfo lost), nor CA 2 behind b; the ports
+  // through which they would have been asked were read, up.
+  Topology now;
+  now.add_node(0x1, IB_NODE_CA, 1, {});
+  now.add_node(0xa, IB_NODE_SWITCH, 12, {1});
+  now.add_node(0x5, IB_NODE_SWITCH, 4, {1, 10});
+  now.add_link(0x1, 1, 0xa, 1);
+  now.add_link(0xa, 1, 0x1, 1);
+  now.add_link(0xa, 10, 0x5, 1);
+  now.add_link(0x5, 1, 0xa, 10);
+  now.find(0xa)->port_info[10] = port_info(kPhysLinkUp);  // port 11
+  now.find(0x5)->port_info[1] = port_info(kPhysLinkUp);   // port 2
+  now.carry_missed(previous, always);
+  for (auto guid : {0x1ull, 0xaull, 0xbull, 0x5ull, 0x7ull, 0x2ull}) {
+    ASSERT_NE(now.find(guid), nullptr) << guid;
+  }
+  EXPECT_FALSE(now.find(0xa)->carried);
+  EXPECT_TRUE(now.find(0xb)->carried);
+  EXPECT_TRUE(now.find(0x7)->carried);
+  EXPECT_TRUE(now.find(0x2)->carried);
+  // A carried switch keeps its LID and description, but no PortInfo: the sweep asks.
+  EXPECT_EQ(now.find(0xb)->lid, 0xb);
+  EXPECT_EQ(now.find(0xb)->description, "switch 11");
+  EXPECT_EQ(now.find(0xb)->port_info.size(), 12u);
+  for (const auto& pi : now.find(0xb)->port_info) EXPECT_FALSE(pi);
+  EXPECT_EQ(now.links().size(), previous.links().size());
+  EXPECT_EQ(now.cable_count(), 6u);
+  EXPECT_FALSE(now.links().at({0xa, 10}).carried);
+  EXPECT_TRUE(now.links().at({0xa, 11}).carried);
+  EXPECT_TRUE(now.links().at({0xb, 10}).carried);
+}
+
+TEST(FabricTopology, ACablePortReadDownIsNotKept) {
+  auto previous = small_fat_tree();
+  // Leaf b's port 1 reads Polling: CA 2 was unplugged, and a lost query elsewhere.
+  Topology now = small_fat_tree();
+  now.carry_missed(Topology{}, always);  // nothing to carry from an empty past
+  EXPECT_EQ(now.links().size(), previous.links().size());
+  Topology lossy;
+  for (const auto& [guid, node] : previous.nodes()) {
+    if (guid == 0x2) continue;
+    lossy.add_node(guid, node.type, node.num_ports, node.route);
+  }
+  for (const auto& [end, link] : previous.links()) {
+    if (end.first == 0x2 || link.remote_guid == 0x2) continue;
+    lossy.add_link(end.first, end.second, link.remote_guid, link.remote_port);
+  }
+  lossy.find(0xb)->port_info[0] = port_info(2);
+  lossy.carry_missed(previous, always);
+  EXPECT_EQ(lossy.find(0x2), nullptr);
+  EXPECT_EQ(lossy.links().count({0xb, 1}), 0u);
+  EXPECT_EQ(lossy.links().count({0x2, 1}), 0u);
+}
+
+TEST(FabricTopology, ANodeNotSeenRecentlyOrCabledElsewhereIsNotKept) {
+  auto previous = small_fat_tree();
+  Topology now;
+  now.add_node(0x1, IB_NODE_CA, 1, {});
+  now.add_node(0xa, IB_NODE_SWITCH, 12, {1});
+  now.add_node(0x5, IB_NODE_SWITCH, 4, {1, 10});
+  now.add_node(0x9, IB_NODE_SWITCH, 4, {1, 11});
+  // Leaf a's port 11 now leads to a new spine 9: spine 7 is not carried through it.
+  now.add_link(0xa, 11, 0x9, 1);
+  now.add_link(0x9, 1, 0xa, 11);
+  now.carry_missed(previous, [](std::uint64_t guid) { return guid != 0xb; });
+  EXPECT_EQ(now.find(0xb), nullptr);  // not seen for too long
+  EXPECT_EQ(now.find(0x2), nullptr);  // its only cable leads to b
+  EXPECT_EQ(now.find(0x7), nullptr);  // a's port 11 is cabled elsewhere, b is gone
+  EXPECT_EQ(now.links().at({0xa, 11}).remote_guid, 0x9u);
+  EXPECT_FALSE(now.links().at({0xa, 11}).carried);
+  // Leaf a port 10 <-> spine 5 port 1 was lost in this discovery, both ends found: kept.
+  EXPECT_TRUE(now.links().at({0xa, 10}).carried);
+  EXPECT_TRUE(now.links().at({0x5, 1}).carried);
+}
+
 TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
   EXPECT_EQ(hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
   EXPECT_EQ(hex_guid(0), "0x0000000000000000");

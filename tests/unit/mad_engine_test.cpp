@@ -235,7 +235,7 @@ detail::PortOps blocking_ops(std::shared_ptr<Gate> gate, std::shared_ptr<int> re
     ++*resolves;  // only ever one resolve at a time: the worker's slot
     return std::optional(PortAddress{"fake0", 1});
   };
-  ops.open = [gate](const PortAddress& addr) {
+  ops.open = [gate](const PortAddress& addr, const std::vector<detail::AgentSpec>&) {
     gate->wait();
     detail::Opened out;
     out.error = "fake open of " + addr.ca + " failed";

@@ -162,8 +162,12 @@ TEST(ProbeTargets, EachTargetIsOneKindAndBadOnesNameTheKey) {
   EXPECT_NO_THROW(
       make("targets: [{address: \"10.0.0.2:10917\", name: a}, {lid: 5}, "
            "{guid: \"0x0002c90300a1b2c1\"}, {name: \"gpu-07 mlx5_0\"}]"));
-  auto both = error_of("targets: [{lid: 5, address: \"10.0.0.2:1\"}]");
-  EXPECT_NE(both.find("not several"), std::string::npos) << both;
+  // A UDP target may name its InfiniBand port (for the paths collector), by LID or GUID.
+  EXPECT_NO_THROW(
+      make("targets: [{lid: 5, address: \"10.0.0.2:1\"}, "
+           "{guid: \"0x0002c90300a1b2c1\", address: \"10.0.0.3:1\"}]"));
+  auto both = error_of("targets: [{lid: 5, guid: \"0x0002c90300a1b2c1\"}]");
+  EXPECT_NE(both.find("not both"), std::string::npos) << both;
   auto none = error_of("targets: [{}]");
   EXPECT_NE(none.find("lid, guid or name"), std::string::npos) << none;
   auto guid = error_of("targets: [{guid: \"0xzz\"}]");

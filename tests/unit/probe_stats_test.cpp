@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <array>
+#include <map>
+#include <set>
 
 namespace ibfabric::probe {
 namespace {
@@ -58,6 +60,22 @@ TEST(ProbeStats, ASpikeIsAboveBothTheMultipleOfTheBaselineAndTheFloor) {
   EXPECT_DOUBLE_EQ(*s.baseline(), 50e-6);
   EXPECT_TRUE(s.add(microseconds(5000), std::nullopt));  // so a second one still counts
   EXPECT_EQ(s.spikes(), 2u);
+}
+
+TEST(ProbeStats, ASpikeTheHoldTimeExplainsIsTheHostsNotTheNetworks) {
+  PeerStats s(rule(5, microseconds(300)), 100);
+  for (int i = 0; i < 4; ++i) s.add(microseconds(50), microseconds(40));
+  // 5 ms round trip, 4.96 ms of it held by the responder: network 40 us, no spike there.
+  EXPECT_TRUE(s.add(microseconds(5000), microseconds(40)));
+  EXPECT_EQ(s.host_spikes(), 1u);
+  // 5 ms with only 1 ms held: the network's 4 ms is itself 80x the 50 us baseline.
+  EXPECT_TRUE(s.add(microseconds(5000), microseconds(4000)));
+  // No hold time (a stock ibping -S): never the host's.
+  EXPECT_TRUE(s.add(microseconds(5000), std::nullopt));
+  // Network 260 us: 5.2x the baseline but below the 300 us floor, so not a network spike.
+  EXPECT_TRUE(s.add(microseconds(5000), microseconds(260)));
+  EXPECT_EQ(s.spikes(), 4u);
+  EXPECT_EQ(s.host_spikes(), 2u);
 }
 
 TEST(ProbeStats, NoVerdictBeforeTheBaselineHasEnoughSamples) {
@@ -139,6 +157,32 @@ TEST(ProbePeers, ASubsetIsStableAndDiffersBetweenNodes) {
   }
   EXPECT_LT(same, 8);
   EXPECT_EQ(choose_peers("node-a", all, 200).size(), 100u);  // fewer than the cap: all
+}
+
+TEST(ProbePeers, RotationProbesEveryCandidateOnceInCeilNOverMaxPeersSlots) {
+  std::vector<TargetConfig> all;
+  for (int i = 0; i < 30; ++i) {
+    TargetConfig t;
+    t.name = "node-" + std::to_string(i);
+    all.push_back(t);
+  }
+  // 30 candidates, 8 a slot: slots 7..10 (4 = ceil(30 / 8)) cover all 30.
+  std::map<std::string, int> seen;
+  for (std::uint64_t slot = 7; slot < 11; ++slot) {
+    auto chosen = choose_peers("node-a", all, 8, slot);
+    ASSERT_EQ(chosen.size(), 8u);
+    std::set<std::string> distinct;
+    for (const auto& t : chosen) distinct.insert(t.name);
+    EXPECT_EQ(distinct.size(), 8u) << "slot " << slot;
+    for (const auto& name : distinct) ++seen[name];
+  }
+  EXPECT_EQ(seen.size(), 30u);
+  // The next slot moves on: it is not the previous one.
+  auto s1 = choose_peers("node-a", all, 8, 1), s2 = choose_peers("node-a", all, 8, 2);
+  EXPECT_NE(s1[0].name, s2[0].name);
+  EXPECT_EQ(rotation_slot(std::chrono::seconds(0), std::chrono::system_clock::now()), 0u);
+  auto t = std::chrono::system_clock::time_point(std::chrono::minutes(25));
+  EXPECT_EQ(rotation_slot(std::chrono::minutes(10), t), 2u);
 }
 
 }  // namespace

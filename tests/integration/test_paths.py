@@ -1,0 +1,212 @@
+"""The `paths` collector on simulated fat trees (ibsim + opensm under the umad shim, see
+../shared/SIMULATOR.md), against `ibtracert`, the infiniband-diags tool an engineer runs by hand:
+
+- on random two-level fat trees (shape and daemon host drawn at run time; the seed is printed),
+  both legs of every probed peer's path (this node -> peer, peer -> this node) equal
+  `ibtracert SLID DLID` hop by hop: the same cables, crossed in the same order and direction;
+- when the SM changes the routes (a spine cable unlinked), the daemon notices the changed
+  forwarding tables and traces again, and the paths equal ibtracert's new ones;
+- a peer that cannot be traced (a LID nobody has, a host whose port drops every SMP, a hop
+  limit) is reported in `ibfabric_path_untraced` with its reason and a log line, while the
+  probes to it go on and the other paths stay traced.
+
+opensm runs on a spine: the daemon probes every host over MAD, and under the shim a MAD of a
+class the SM registered no agent for would kill it."""
+
+import os
+import random
+import re
+import shutil
+import tempfile
+import time
+import unittest
+
+from gen_fattree import fattree
+from ibfabric_testlib import find_samples, parse_exposition
+from simfabric import SHIM, SimFabric
+
+SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
+HOP = re.compile(r'^\[(\d+)\] -> \S+ port \{0x[0-9a-f]+\}\[(\d+)\] lid \S+ "([^"]*)"')
+FROM = re.compile(r'^From \S+ \{0x[0-9a-f]+\} portnum (\d+) lid \S+ "([^"]*)"')
+
+
+def ibtracert_hops(fabric, host, slid, dlid):
+    """[(from name, from port, to name, to port)] of `ibtracert SLID DLID`, in order."""
+    out = fabric.run_tool(["ibtracert", str(slid), str(dlid)], host=host).stdout
+    hops, name, port = [], None, None
+    for line in out.splitlines():
+        m = FROM.match(line)
+        if m:
+            port, name = int(m.group(1)), m.group(2)
+            continue
+        m = HOP.match(line)
+        if m:
+            out_port, in_port, to = int(m.group(1)), int(m.group(2)), m.group(3)
+            # A CA's line names the port it left by ("From ca ... portnum"); a switch's, its egress.
+            hops.append((name, port if not hops else out_port, to, in_port))
+            name, port = to, None
+    return hops
+
+
+def daemon_hops(samples, peer, leg):
+    """The same list from ibfabric_path_hop_info (a/b ends and direction back to sender/receiver)."""
+    rows = []
+    for s in find_samples(samples, "ibfabric_path_hop_info", peer=peer, leg=leg):
+        l = s.labels
+        a = (l["node_name"], int(l["port"]))
+        b = (l["remote_node_name"], int(l["remote_port"]))
+        sender, receiver = (a, b) if l["direction"] == "a_to_b" else (b, a)
+        rows.append((int(l["hop"]), sender + receiver))
+    rows.sort()
+    assert [h for h, _ in rows] == list(range(1, len(rows) + 1)), rows
+    return [hop for _, hop in rows]
+
+
+def lid_of(fabric, host):
+    out = fabric.run_tool(["ibaddr"], host=host).stdout
+    return int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
+
+
+@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
+                     shutil.which("ibtracert") and os.path.exists(SHIM),
+                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+class PathsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        print("paths test seed %d (IBFABRIC_TEST_SEED=%d reproduces it)" % (SEED, SEED))
+        cls.rng = random.Random(SEED)
+
+    def fabric(self, leaves, spines, hcas):
+        topo = fattree(leaves=leaves, spines=spines, hcas_per_leaf=hcas)
+        fabric = SimFabric(topo, name="paths", sm_host="spine-01")
+        fabric.start()
+        self.addCleanup(fabric.close)
+        hosts = ["node-%03d mlx5_0" % i for i in range(1, leaves * hcas + 1)]
+        return fabric, hosts
+
+    def start_daemon(self, fabric, host, targets, extra=""):
+        config = os.path.join(fabric.workdir, "ibfabricd-%d.yaml" % len(fabric.procs))
+        entries = ", ".join('{lid: %d, name: "%s"}' % (lid, name) for name, lid in targets)
+        with open(config, "w") as f:
+            f.write("mad: {timeout: 100ms, retries: 2}\n"
+                    "collectors:\n"
+                    "  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
+                    "  sm: {enabled: false}\n  sriov: {enabled: false}\n"
+                    "  probe: {enabled: true, interval: 500ms, udp_listen: \"\", "
+                    "mad_responder: false, probe_interval: 200ms, timeout: 100ms, "
+                    "targets: [%s]}\n"
+                    "  paths: {enabled: true, interval: 500ms, verify_every: 1s%s}\n"
+                    % (entries, extra))
+        daemon = fabric.daemon(["--config", config, "--log.level", "debug"], host=host)
+        daemon.start()
+        self.addCleanup(daemon.stop)
+        return daemon
+
+    def wait_traced(self, daemon, count, timeout=20):
+        return daemon.wait_for(
+            lambda s: sum(x.value for x in find_samples(s, "ibfabric_path_peers", state="traced"))
+            == count, timeout=timeout, what="%d traced paths" % count)
+
+    def assert_equal_to_ibtracert(self, fabric, host, lids, samples):
+        for peer, lid in lids.items():
+            if peer == host:
+                continue
+            name = peer.split()[0]
+            for leg, slid, dlid in (("to_peer", lids[host], lid), ("from_peer", lid, lids[host])):
+                expected = ibtracert_hops(fabric, host, slid, dlid)
+                self.assertTrue(expected, "ibtracert %d %d printed no hop" % (slid, dlid))
+                self.assertEqual(daemon_hops(samples, name, leg), expected,
+                                 "%s -> %s, leg %s" % (host, peer, leg))
+
+    def test_1_both_legs_equal_ibtracert_on_random_fat_trees_and_after_a_route_change(self):
+        shapes = [(self.rng.randint(3, 5), self.rng.randint(2, 3), self.rng.randint(2, 3))
+                  for _ in range(2)]
+        for n, (leaves, spines, hcas) in enumerate(shapes):
+            with self.subTest(leaves=leaves, spines=spines, hcas=hcas):
+                fabric, hosts = self.fabric(leaves, spines, hcas)
+                host = self.rng.choice(hosts)
+                fabric.wait_ready(hosts=[host])
+                lids = {h: lid_of(fabric, h) for h in hosts}
+                targets = [(h.split()[0], lids[h]) for h in hosts if h != host]
+                daemon = self.start_daemon(fabric, host, targets)
+                samples = self.wait_traced(daemon, len(targets))
+                self.assert_equal_to_ibtracert(fabric, host, lids, samples)
+                if n:
+                    continue
+                # The SM routes around a spine cable the paths use: the daemon sees the
+                # changed tables and traces again.
+                used = [s.labels for s in find_samples(samples, "ibfabric_path_hop_info",
+                                                       leg="to_peer", hop="2")]
+                self.assertTrue(used, "no path crosses a spine")
+                cable = self.rng.choice(used)
+                spine_end = (cable["node_name"], cable["port"]) \
+                    if cable["node_name"].startswith("spine") \
+                    else (cable["remote_node_name"], cable["remote_port"])
+                fabric.command('Unlink "%s"[%s]' % spine_end)
+                self.addCleanup(fabric.command, 'ReLink "%s"' % spine_end[0])
+
+                def rerouted(s):
+                    changed = sum(x.value for x in find_samples(s, "ibfabric_path_traces_total")
+                                  if x.labels["cause"] in ("route_change", "hop_lost"))
+                    still = [x for x in find_samples(s, "ibfabric_path_hop_info")
+                             if {x.labels["node_name"], x.labels["remote_node_name"]} ==
+                             {cable["node_name"], cable["remote_node_name"]} and
+                             {x.labels["port"], x.labels["remote_port"]} ==
+                             {cable["port"], cable["remote_port"]}]
+                    return changed > 0 and not still
+                samples = daemon.wait_for(rerouted, timeout=30,
+                                          what="paths traced again around the unlinked cable")
+                samples = self.wait_traced(daemon, len(targets))
+                self.assert_equal_to_ibtracert(fabric, host, lids, samples)
+
+    def test_2_untraceable_peers_are_reported_and_probed_on(self):
+        fabric, hosts = self.fabric(3, 2, 3)
+        # near and dropping share the daemon's leaf; far is behind another.
+        host, near, dropping, far = hosts[0], hosts[1], hosts[2], hosts[6]
+        fabric.wait_ready(hosts=[host])
+        lids = {h: lid_of(fabric, h) for h in hosts}
+        # Every SMP that would enter `dropping`'s port is lost: its NodeInfo never answers.
+        fabric.command('Error "%s"[1] 100' % dropping)
+        unknown_lid = max(lids.values()) + 50
+        targets = [("near", lids[near]), ("far", lids[far]), ("dropping", lids[dropping]),
+                   ("nobody", unknown_lid)]
+        daemon = self.start_daemon(fabric, host, targets, extra=", max_hops: 3")
+
+        def reported(s):
+            reasons = {(x.labels["peer"], x.labels["leg"]): x.labels["reason"]
+                       for x in find_samples(s, "ibfabric_path_untraced")}
+            return len(reasons) == 6 and reasons
+        samples = daemon.wait_for(reported, timeout=20, what="three untraceable peers")
+        reasons = reported(samples)
+        # far is 4 cables away (host, leaf, spine, leaf, host): past max_hops 3.
+        self.assertEqual(reasons[("far", "to_peer")], "hop_limit")
+        self.assertEqual(reasons[("dropping", "to_peer")], "no_answer")
+        self.assertEqual(reasons[("nobody", "to_peer")], "no_route")
+        for peer in ("far", "dropping", "nobody"):
+            self.assertIn((peer, "from_peer"), reasons)
+            self.assertFalse(find_samples(samples, "ibfabric_path_hop_info", peer=peer))
+        self.assertEqual(len(find_samples(samples, "ibfabric_path_hop_info", peer="near",
+                                          leg="to_peer")), 2)
+        log = daemon.log()
+        for peer, reason in (("far", "hop_limit"), ("dropping", "no_answer"),
+                             ("nobody", "no_route")):
+            self.assertRegex(log, r'paths: cannot trace peer="%s" transport=mad leg=to_peer '
+                                  r'reason=%s' % (peer, reason))
+        # The probes go on: each untraceable peer's sent counter keeps growing.
+        before = {p: find_samples(samples, "ibfabric_probe_sent_total", peer=p)[0].value
+                  for p in ("far", "dropping", "nobody")}
+        later = daemon.wait_for(
+            lambda s: all(find_samples(s, "ibfabric_probe_sent_total", peer=p)[0].value >
+                          before[p] + 3 for p in before), timeout=10, what="probes going on")
+        self.assertEqual(find_samples(later, "ibfabric_collector_success",
+                                      collector="paths")[0].value, 1)
+        # Clearing the drops lets the next attempt trace it.
+        fabric.command('Error "%s"[1] 0' % dropping)
+        daemon.wait_for(lambda s: len(find_samples(s, "ibfabric_path_hop_info",
+                                                   peer="dropping", leg="from_peer")) == 2,
+                        timeout=20, what="the dropping peer traced once its port answers")
+        self.assertIn('paths: traced again peer="dropping"', daemon.log())
+
+
+if __name__ == "__main__":
+    unittest.main()
