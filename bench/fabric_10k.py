@@ -481,6 +481,8 @@ def main():
     p.add_argument("--prom-interval", default="15s")
     p.add_argument("--prom-window", type=int, default=120)
     p.add_argument("--mem-window", type=int, default=60)
+    p.add_argument("--mem-interval", default=None,
+                   help="the memory phase's fabric interval (default: --steady-interval)")
     p.add_argument("--mem-text-every", default="5",
                    help="memory phase: every Nth scrape plain text, 0 = gzip only; a "
                         "comma-separated list runs one sweeping daemon per value")
@@ -627,9 +629,9 @@ def main():
                    ", ".join("%.3f" % x for x in d), r["samples"], r["up"], r["prom_hwm_mib"]))
 
         if "memory" in phases:
-            say("memory, fabric every %s, scraped every 2 s for %ds:"
-                % (a.steady_interval, a.mem_window))
-            memory(f, hosts[0], ports, a.steady_interval, a.mem_window, a.timeout,
+            interval = a.mem_interval or a.steady_interval
+            say("memory, fabric every %s, scraped every 2 s for %ds:" % (interval, a.mem_window))
+            memory(f, hosts[0], ports, interval, a.mem_window, a.timeout,
                    [int(x) for x in a.mem_text_every.split(",")])
         if "default" in phases:
             say("default rate limit (2,000 MADs/s), shards 1 and shards 2, one after the other:")
