@@ -532,6 +532,10 @@ class Run : public mad::FanOut {
       path.confirmed = now_;
       path.stale = false;
     } else {
+      // The blocks this attempt read may be what failed it (read before the SM programmed
+      // them, or since reprogrammed, and only verified while a traced path uses them): the
+      // retry reads them again.
+      for (const auto& key : r.blocks) c_.lft_.erase(key);
       path.cause = "retry";
     }
   }

@@ -31,8 +31,12 @@ FROM = re.compile(r'^From \S+ \{0x[0-9a-f]+\} portnum (\d+) lid \S+ "([^"]*)"')
 
 
 def ibtracert_hops(fabric, host, slid, dlid):
-    """[(from name, from port, to name, to port)] of `ibtracert SLID DLID`, in order."""
-    out = fabric.run_tool(["ibtracert", str(slid), str(dlid)], host=host).stdout
+    """[(from name, from port, to name, to port)] of `ibtracert SLID DLID`, in order; None when
+    ibtracert fails (no route)."""
+    r = fabric.run_tool(["ibtracert", str(slid), str(dlid)], host=host, check=False)
+    if r.returncode != 0:
+        return None
+    out = r.stdout
     hops, name, port = [], None, None
     for line in out.splitlines():
         m = FROM.match(line)
@@ -110,7 +114,14 @@ class PathsTest(unittest.TestCase):
             name = peer.split()[0]
             for leg, slid, dlid in (("to_peer", lids[host], lid), ("from_peer", lid, lids[host])):
                 expected = ibtracert_hops(fabric, host, slid, dlid)
+                untraced = find_samples(samples, "ibfabric_path_untraced", peer=name, leg=leg)
+                if expected is None:
+                    # No route (after a reroute): ibtracert fails, and so does the daemon.
+                    self.assertTrue(untraced, "%s -> %s, leg %s: ibtracert found no route, the "
+                                    "daemon did" % (host, peer, leg))
+                    break  # the answer's leg starts where the probe's arrives
                 self.assertTrue(expected, "ibtracert %d %d printed no hop" % (slid, dlid))
+                self.assertFalse(untraced, "%s -> %s, leg %s" % (host, peer, leg))
                 self.assertEqual(daemon_hops(samples, name, leg), expected,
                                  "%s -> %s, leg %s" % (host, peer, leg))
 
@@ -144,17 +155,36 @@ class PathsTest(unittest.TestCase):
                 def rerouted(s):
                     changed = sum(x.value for x in find_samples(s, "ibfabric_path_traces_total")
                                   if x.labels["cause"] in ("route_change", "hop_lost"))
+                    untraced = {x.labels["peer"]
+                                for x in find_samples(s, "ibfabric_path_untraced")}
+                    # A path the SM left without a route keeps its last good cables (and says
+                    # so in ibfabric_path_untraced).
                     still = [x for x in find_samples(s, "ibfabric_path_hop_info")
                              if {x.labels["node_name"], x.labels["remote_node_name"]} ==
                              {cable["node_name"], cable["remote_node_name"]} and
                              {x.labels["port"], x.labels["remote_port"]} ==
-                             {cable["port"], cable["remote_port"]}]
+                             {cable["port"], cable["remote_port"]} and
+                             x.labels["peer"] not in untraced]
                     return changed > 0 and not still
                 # opensm sees the unlinked port at its next sweep (every 10 s) and reprograms
                 # the tables; on a loaded (sanitized, parallel) run that took over 30 s.
-                samples = daemon.wait_for(rerouted, timeout=90,
-                                          what="paths traced again around the unlinked cable")
-                samples = self.wait_traced(daemon, len(targets))
+                try:
+                    samples = daemon.wait_for(rerouted, timeout=90,
+                                              what="paths traced again around the unlinked cable")
+                except AssertionError as e:
+                    s = daemon.samples()
+                    raise AssertionError("%s; traces %s; untraced %s; still crossing it %s" % (
+                        e, [(x.labels["cause"], x.value)
+                            for x in find_samples(s, "ibfabric_path_traces_total")],
+                        [x.labels for x in find_samples(s, "ibfabric_path_untraced")],
+                        [(x.labels["peer"], x.labels["leg"], x.labels["hop"])
+                         for x in find_samples(s, "ibfabric_path_hop_info")
+                         if {x.labels["node_name"], x.labels["remote_node_name"]} ==
+                         {cable["node_name"], cable["remote_node_name"]}])) from e
+                samples = daemon.wait_for(
+                    lambda s: sum(x.value for x in find_samples(s, "ibfabric_path_peers")
+                                  if x.labels["state"] in ("traced", "untraced"))
+                    == len(targets) and s, timeout=60, what="every path traced or untraced")
                 self.assert_equal_to_ibtracert(fabric, host, lids, samples)
 
     def test_2_untraceable_peers_are_reported_and_probed_on(self):
