@@ -122,8 +122,8 @@ class LocalizationEndToEnd(unittest.TestCase):
         return {cable_of(a["labels"]) for a in self.prom.firing_alerts("IbfabricSuspectLink")}
 
     def pairs_by_link(self):
-        """{(sender, port, receiver, port): frozenset of (prober, peer)} from the recorded
-        pair-link incidence, named through ibfabric_path_hop_info."""
+        """{(sender, port, receiver, port): frozenset of (prober, peer)}: which pairs cross each
+        cable direction, from ibfabric_path_hop_info as Prometheus scraped it."""
         out = {}
         for s in self.prom.query("ibfabric_path_hop_info"):
             l = s["metric"]
@@ -137,8 +137,10 @@ class LocalizationEndToEnd(unittest.TestCase):
         # Healthy: every pair recorded, none faulty, for several evaluations.
         self.prom.wait_for(lambda: len(self.prom.query("ibfabric:probe_pair_faulty:10m == 0"))
                            == pair_count, timeout=60, what="every pair recorded clean")
-        links = self.prom.wait_for(lambda: len(self.pairs_by_link()) > 20 and self.pairs_by_link(),
-                                   timeout=30, what="the paths in Prometheus")
+        def every_path():
+            links = self.pairs_by_link()
+            return len(links) > 20 and links
+        links = self.prom.wait_for(every_path, timeout=30, what="the paths in Prometheus")
         for _ in range(5):
             self.assertEqual(self.suspects(), set())
             self.assertEqual(self.prom.query("ibfabric:probe_pair_faulty:10m > 0"), [])
