@@ -12,8 +12,9 @@ bytes of one gzip and one identity scrape.
     bench/fabric_scale.py [--rounds 3] [--sizes 8x4x9,16x8x18,32x16x18,48x24x24,60x30x32]
                           [--keep-unread 0s]
 
-A size is LEAVESxSPINESxHCAS_PER_LEAF (tests/lib/gen_fattree.py). ibsim holds at most 2,048 nodes:
-the largest default size, 60x30x32, has 1,920 HCAs and 90 switches.
+A size is LEAVESxSPINESxHCAS_PER_LEAF (tests/lib/gen_fattree.py). ibsim's default limits hold
+2,048 nodes: the largest default size, 60x30x32, has 1,920 HCAs and 90 switches. Larger fabrics
+need ibsim's limits raised: bench/fabric_10k.py (50,000 switch ports and 10,000 HCAs).
 """
 
 import argparse

@@ -135,7 +135,9 @@ def run_daemon(fabric, binary, config):
 
 
 # The daemon's debug line at the end of each fabric sweep (collectors/fabric).
-SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+) mads=(\d+) seconds=([\d.]+)")
+# (`stale=` since the memory of last values, keep_unread; optional so older builds still parse)
+SWEEP_DONE = re.compile(r"fabric: sweep done ports=\d+ failed=(\d+)(?: stale=\d+)? mads=(\d+) "
+                        r"seconds=([\d.]+)")
 STEADY_SWEEPS = 5
 
 

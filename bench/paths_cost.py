@@ -57,8 +57,7 @@ def main():
         # (ibaddr per host: the shim passes no RMPP, so one SA table query lists one record.)
         lids = {}
         for h in hosts:
-            out = fabric.run_tool(["ibaddr"], host=h).stdout
-            lids[h] = int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
+            lids[h] = fabric.lid(h)
         targets = ", ".join('{lid: %d, name: "%s"}' % (lids[h], h.split()[0])
                             for h in hosts[1:] if h in lids)
         config = os.path.join(work.name, "ibfabricd.yaml")

@@ -43,6 +43,11 @@ constexpr const char* kDeferred = "deferred";
 
 double seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
+constexpr const char* kHopInfoHelp =
+    "A cable the leg's packets cross, in order (hop 1 at the sender), named by its two ends as "
+    "ibfabric_fabric_link_info{cable_end=\"a\"} names them (node_* the a end, remote_* the b "
+    "end); direction: which end sends.";
+
 struct LegState {
   std::vector<Hop> hops;  // of the last good trace; empty: never traced
   std::string failure;    // reason the latest attempt failed; "" when it worked
@@ -527,6 +532,10 @@ class Run : public mad::FanOut {
       path.confirmed = now_;
       path.stale = false;
     } else {
+      // The blocks this attempt read may be what failed it (read before the SM programmed
+      // them, or since reprogrammed, and only verified while a traced path uses them): the
+      // retry reads them again.
+      for (const auto& key : r.blocks) c_.lft_.erase(key);
       path.cause = "retry";
     }
   }
@@ -650,11 +659,7 @@ class Run : public mad::FanOut {
       l.emplace_back("remote_port", std::to_string(cable.b_port));
       l.emplace_back("remote_node_name", name(cable.b_guid));
       l.emplace_back("direction", cable.a_to_b ? "a_to_b" : "b_to_a");
-      out.info("ibfabric_path_hop_info",
-               "A cable the leg's packets cross, in order (hop 1 at the sender), named by its "
-               "two ends as ibfabric_fabric_link_info{cable_end=\"a\"} names them (node_* the a "
-               "end, remote_* the b end); direction: which end sends.",
-               l);
+      out.info("ibfabric_path_hop_info", kHopInfoHelp, l);
     }
   }
 
@@ -665,7 +670,7 @@ class Run : public mad::FanOut {
     c_.mads_ += static_cast<std::uint64_t>(mads);
     c_.last_run_mads_ = mads;
     std::map<std::string, int> states{{"traced", 0}, {"untraced", 0}, {"pending", 0}};
-    out.declare("ibfabric_path_hop_info", "", prometheus::MetricType::Gauge);
+    out.declare("ibfabric_path_hop_info", kHopInfoHelp, prometheus::MetricType::Gauge);
     for (const auto& [key, path] : c_.paths_) {
       emit_leg(out, key, "to_peer", path.to_peer, path);
       emit_leg(out, key, "from_peer", path.from_peer, path);

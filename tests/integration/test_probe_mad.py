@@ -16,7 +16,6 @@ otherwise poll the responders' IsSM ports with SMInfo), and is stopped before `i
 starts (which has no agent for SMInfo at all)."""
 
 import os
-import re
 import shutil
 import signal
 import socket
@@ -35,10 +34,6 @@ IBPING_HOST = "Hca2"      # the stock `ibping -S`, last test
 SILENT_HOST = "Hca1"      # nothing answers there
 SILENT_NAME = "rack-07/silent"  # its name in the prober's node-name-map
 
-
-def lid_of(fabric, host):
-    out = fabric.run_tool(["ibaddr"], host=host).stdout
-    return int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
 
 
 @unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
@@ -60,8 +55,8 @@ class MadProbeTest(unittest.TestCase):
             cls.sm = cls.fabric.spawn("opensm", ["opensm", "-F", conf, "-f",
                                         os.path.join(cls.tmp.name, "opensm.log")], host=SM_HOST)
             cls.fabric.wait_ready(hosts=[PROBER_HOST])
-            cls.responder_lid = lid_of(cls.fabric, RESPONDER_HOST)
-            cls.ibping_lid = lid_of(cls.fabric, IBPING_HOST)
+            cls.responder_lid = cls.fabric.lid(RESPONDER_HOST)
+            cls.ibping_lid = cls.fabric.lid(IBPING_HOST)
             base = ("collectors:\n  sysfs: {enabled: false}\n  ports: {enabled: false}\n"
                     "  sm: {enabled: false}\n  sriov: {enabled: false}\n")
             responder_cfg = os.path.join(cls.tmp.name, "responder.yaml")
@@ -71,7 +66,7 @@ class MadProbeTest(unittest.TestCase):
                         "targets: [{name: %s}]}\n" % PROBER_HOST)
             # The discovered peer is named by the node-name-map (keyed by node GUID).
             silent_guid = parse_dotted(cls.fabric.run_tool(
-                ["smpquery", "nodeinfo", str(lid_of(cls.fabric, SILENT_HOST))],
+                ["smpquery", "nodeinfo", str(cls.fabric.lid(SILENT_HOST))],
                 host=PROBER_HOST).stdout)["Guid"]
             name_map = os.path.join(cls.tmp.name, "node-name-map")
             with open(name_map, "w") as f:
@@ -261,7 +256,7 @@ class MadProbeTest(unittest.TestCase):
             self.prober.signal(signal.SIGCONT)
         try:
             self.assertLess(serving_after, 5, "serving only %.1f s after start" % serving_after)
-            silent_lid = lid_of(self.fabric, SILENT_HOST)
+            silent_lid = self.fabric.lid(SILENT_HOST)
             r = self.fabric.run_tool(["ibping", "-c", "5", str(silent_lid)], host=PROBER_HOST,
                                      timeout=30)
             self.assertIn("5 packets transmitted, 5 received", r.stdout)

@@ -10,6 +10,7 @@ Python standard library only.
 """
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -81,11 +82,15 @@ class SimFabric:
 
     topology: a path to an ibnetdiscover-style file, or the text itself when `text=True` or
     when it contains a newline. `sm_host`: the node opensm attaches to (default: the first HCA
-    of the file). Use as a context manager or call start()/close().
+    of the file). `limits`: (nodes, switches, ports) for ibsim's -N -S -P, which default to
+    2,048, 256 and 13,312 (the benches' large fabrics raise them; the tests do not); then
+    `ibsim_timeout` is how long ibsim may take to parse the network. Use as a context manager or
+    call start()/close().
     """
 
     def __init__(self, topology, name=None, *, text=None, sm_host=None, start_sm=True,
-                 sm_priority=None, ready_timeout=30.0, keep_dir=False):
+                 sm_priority=None, ready_timeout=30.0, keep_dir=False, limits=None,
+                 ibsim_timeout=10.0):
         if text is None:
             text = "\n" in topology
         if text:
@@ -100,6 +105,8 @@ class SimFabric:
         self.sm_priority = sm_priority
         self.ready_timeout = ready_timeout
         self.keep_dir = keep_dir
+        self.limits = limits
+        self.ibsim_timeout = ibsim_timeout
         self.workdir = None
         self.ibsim = None
         self.sms = []
@@ -150,11 +157,15 @@ class SimFabric:
             self._fifo_fd = os.open(self.fifo_path, os.O_RDWR)
             self._fifo_writer = os.open(self.fifo_path, os.O_WRONLY)
         log_path = os.path.join(self.workdir, "ibsim-%d.log" % len(self.procs))
-        self.ibsim = self._spawn("ibsim", ["ibsim", "-s", self.topology_path], log_path,
+        args = ["ibsim"]
+        if self.limits:
+            args += ["-N", str(self.limits[0]), "-S", str(self.limits[1]),
+                     "-P", str(self.limits[2])]
+        self.ibsim = self._spawn("ibsim", args + ["-s", self.topology_path], log_path,
                                  env=self.env(None, shim=False), stdin=self._fifo_fd)
         # Wait for the console prompt: the socket is listening once the network is parsed.
-        self._wait(lambda: "simulator ready" in self.ibsim.log(), 10, "ibsim to start",
-                   self.ibsim)
+        self._wait(lambda: "simulator ready" in self.ibsim.log(), self.ibsim_timeout,
+                   "ibsim to start", self.ibsim)
         return self.ibsim
 
     def kill_ibsim(self, sig=signal.SIGKILL):
@@ -257,6 +268,11 @@ class SimFabric:
             raise SimFabricError("%s failed (%d): %s" % (" ".join(args), r.returncode,
                                                          r.stderr.strip()[-1000:]))
         return r
+
+    def lid(self, host):
+        """The base LID of `host`'s port, as `ibaddr` prints it."""
+        out = self.run_tool(["ibaddr"], host=host).stdout
+        return int(re.search(r"LID start (0x[0-9a-f]+)", out).group(1), 16)
 
     def spawn(self, name, args, host=None, env=None):
         """A long-lived process under the shim (ended by close())."""
