@@ -154,6 +154,8 @@ class Scraper:
         self.phase = "warm-up"   # the fault in progress (named in a regression)
         self.ok = self.slow = self.failed = self.excepted = 0
         self.worst = 0.0
+        self.latencies = []     # seconds, of every scrape outside a restart window
+        self.compared = 0       # counter series compared with the previous scrape
         self.errors = []        # (time, what) of scrapes that failed outside a restart window
         self.regressions = []   # counters that went backwards within a process
         self.reload_resets = set()  # series reset by an applied reload (see the docstring)
@@ -207,6 +209,7 @@ class Scraper:
                     self.ok += 1
                 if not restarting:
                     self.worst = max(self.worst, elapsed)
+                    self.latencies.append(elapsed)
             if body is not None:
                 self._check_counters(parse_exposition(body))
             next_at += SCRAPE_PERIOD
@@ -227,7 +230,10 @@ class Scraper:
                 self.reloads_seen += reloaded
                 for key, v in counters.items():
                     before = self._prev.get(key)
-                    if before is None or v >= before:
+                    if before is None:
+                        continue
+                    self.compared += 1
+                    if v >= before:
                         continue
                     if reloaded:
                         self.reload_resets.add(key[0])
@@ -253,12 +259,27 @@ class SoakTest(unittest.TestCase):
         sms = {}
         osm_logs = {}
 
+        kinds = {}  # pid -> "opensm" or "ibfabricd", to name the ibsim slots freed
+        freed = {"opensm": 0, "ibfabricd": 0, "other": 0}  # ibsim slots freed, by holder
+
         def start_sm(host):
             prio = 10 if host == MASTER_HOST else 5
             osm_logs[host] = os.path.join(fabric.workdir,
                                           "opensm-%d-%d.osm" % (prio, len(fabric.procs)))
             sms[host] = fabric.spawn("opensm-%d" % prio, [
                 "opensm", "-F", conf, "-p", str(prio), "-f", osm_logs[host]], host=host)
+            kinds[sms[host].pid] = "opensm"
+
+        def reclaim(pid=None):
+            """Frees ibsim's client slots of a process just killed (and reaped), and of any other
+            that is gone, before anything is started in its place: a SIGKILLed process keeps
+            its slots, and ibsim has 10 (see SimFabric.reclaim_clients)."""
+            for _, dead, _, _ in fabric.reclaim_clients([] if pid is None else [pid]):
+                freed[kinds.get(dead, "other")] += 1
+
+        def kill_sm(host):
+            sms[host].stop(signal.SIGKILL)  # waits for it: reaped
+            reclaim(sms[host].pid)
 
         start_sm(MASTER_HOST)
         fabric.wait_ready(hosts=[HOST])
@@ -305,9 +326,13 @@ class SoakTest(unittest.TestCase):
                 try:
                     d.start()
                     daemons.append(d)
+                    kinds[d.process.pid] = "ibfabricd"
                     return d
                 except RuntimeError:
                     daemons.append(d)  # keep its log for the sanitizer check
+                    if d.process is not None:
+                        kinds[d.process.pid] = "ibfabricd"
+                    reclaim()
                     if time.monotonic() > deadline:
                         raise
                     time.sleep(0.5)
@@ -393,10 +418,11 @@ class SoakTest(unittest.TestCase):
             other = STANDBY_HOST if first == MASTER_HOST else MASTER_HOST
             if not sms[other].alive():
                 other_dead[0] += 1
+                reclaim()
                 restart_sm(other)
                 sm_standby_time()
             changes = total(s, "ibfabric_sm_master_changes_total")
-            sms[first].stop(signal.SIGKILL)
+            kill_sm(first)
             seen["sm_failover"].append(wait(
                 lambda s: master_guid(s) not in (None, original), FAILOVER_DEADLINE,
                 "the standby as master"))
@@ -411,7 +437,7 @@ class SoakTest(unittest.TestCase):
             sm_standby_time()
             if master_guid(samples()) == original:
                 handed_back[0] += 1
-            sms[other].stop(signal.SIGKILL)
+            kill_sm(other)
             # A restarted opensm (started while the other was master) now and then stays in
             # DISCOVERING for good once that master dies (seen here in about half the runs; its
             # log ends at "Entering DISCOVERING state"; SIGHUP does not help). It is then
@@ -423,7 +449,7 @@ class SoakTest(unittest.TestCase):
                 if master_guid(s) == original:
                     return True
                 if not restarted[0] and time.monotonic() - killed > SM_STUCK_AFTER:
-                    sms[first].stop(signal.SIGKILL)
+                    kill_sm(first)
                     start_sm(first)
                     restarted[0] = True
                     stuck_restarts[0] += 1
@@ -549,6 +575,7 @@ class SoakTest(unittest.TestCase):
             old = daemons[-1]
             old.process.kill()
             old.process.wait()
+            reclaim(old.process.pid)
             start_daemon()
             with scraper.lock:
                 scraper.restarting = False
@@ -568,6 +595,7 @@ class SoakTest(unittest.TestCase):
         defined = locals()
         handlers = {name: defined["fault_" + name] for name in FAULTS}
         cycles = []  # (pid, rss, fds, threads) at the end of each cycle
+        slots = []  # ibsim client slots taken at the end of each cycle (of 10)
         order = []
         started = time.monotonic()
         while not cycles or time.monotonic() < started + SOAK_SECONDS:
@@ -582,6 +610,7 @@ class SoakTest(unittest.TestCase):
             wait(quiet, 30, "the faults of cycle %d to be gone" % len(cycles))
             pid = daemons[-1].process.pid
             cycles.append((pid,) + proc_status(pid))
+            slots.append(len(fabric.attached()))
             print("soak: cycle %d done at %.0f s: %s" % (len(cycles), time.monotonic() - started,
                                                          " ".join(names)), flush=True)
         loop_seconds = time.monotonic() - started
@@ -603,6 +632,12 @@ class SoakTest(unittest.TestCase):
                   scraper.slow, scraper.failed, scraper.excepted, restarts[0],
                   len(scraper.starts) - 1, scraper.worst, len(scraper.regressions),
                   scraper.reloads_seen, sorted(scraper.reload_resets) or "none"))
+        lat = sorted(scraper.latencies)
+        print("soak: scrape latency outside restart windows: median %.3f s, p99 %.3f s, max %.3f s"
+              " (n=%d); counter series compared between scrapes of one process: %d"
+              % (lat[len(lat) // 2], lat[min(len(lat) - 1, int(len(lat) * 0.99))], lat[-1],
+                 len(lat), scraper.compared))
+        print("soak: faults injected: %s" % {k: len(v) for k, v in seen.items()})
         print("soak: visible after: %s" % {k: fmt(v) for k, v in seen.items()})
         print("soak: SM failovers: %d; the restarted opensm had taken the subnet "
               "back before the other was killed %d times; it stayed in DISCOVERING and was started again %d times; the master was not the one the last "
@@ -610,6 +645,8 @@ class SoakTest(unittest.TestCase):
               % (len(seen["sm_failover"]), handed_back[0], stuck_restarts[0],
                  unasked_changes[0], other_dead[0]))
         print("soak: gone after: %s" % {k: fmt(v) for k, v in gone.items()})
+        print("soak: ibsim client slots freed after kills: %s; taken at cycle ends: up to %d of 10"
+              % (freed, max(slots)))
         print("soak: resident %.1f MiB after warm-up, %s at cycle ends, %.1f at the end; fds %d, "
               "%s, %d; threads %d, %s, %d; slow clients: up to %d connections open" % (
                   rss0 / 2**20, ["%.1f" % (c[1] / 2**20) for c in cycles], rss1 / 2**20,

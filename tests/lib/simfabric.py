@@ -255,6 +255,61 @@ class SimFabric:
         if settle:
             time.sleep(settle)
 
+    def attached(self, timeout=10.0):
+        """ibsim's occupied client slots, from its `Attached` console command:
+        [(slot, pid, node, is_sm)]. The answer is read from ibsim's log between two comment
+        lines of our own (ibsim echoes `#` lines), so output of earlier commands is not taken
+        for it; waits up to `timeout` for ibsim to answer (it answers nothing while stopped)."""
+        if self.ibsim is None or not self.ibsim.alive():
+            raise SimFabricError("ibsim is not running")
+        tag = uuid.uuid4().hex[:12]
+        begin, end = "# attached-%s" % tag, "# attached-end-%s" % tag
+        with open(self.ibsim.log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            offset = f.tell()
+        for line in (begin, "Attached", end):
+            self.command(line, settle=0)
+        text = [""]
+
+        def answered():
+            with open(self.ibsim.log_path, "rb") as f:
+                f.seek(offset)
+                text[0] = f.read().decode(errors="replace")
+            return end in text[0]
+        self._wait(answered, timeout, "ibsim's answer to Attached", self.ibsim)
+        answer = text[0][text[0].index(begin):text[0].index(end)]
+        return [(int(m.group(1)), int(m.group(2)), m.group(3), m.group(4) == "SM")
+                for m in re.finditer(r'Client (\d+): pid (\d+) connected at "([^"]*)" port \S+, '
+                                     r'lid \d+, qp \d+ ?(SM)?', answer)]
+
+    def reclaim_clients(self, pids=()):
+        """Frees the ibsim client slots of processes that died without detaching.
+
+        ibsim has 10 client slots (IBSIM_MAX_CLIENTS). The shim gives its slot back
+        (SIM_CTL_DISCONNECT) when a process exits normally; a SIGKILLed process keeps it until
+        ibsim fails to deliver a MAD to it, which may never happen, and one process may hold
+        several. After enough kills every new client fails with `sim_init: connect failed`.
+        A slot also keeps its IsSM flag: a client attaching with SIM_SET_ISSM=1 to that node
+        is refused ("SM already exists"); an opensm started there again is not (it sets IsSM
+        through the issm device, unchecked), but requests to the node go to the first IsSM
+        slot, the dead one, and when ibsim finds it dead it clears the IsSM bit of the port's
+        PortInfo, which the live opensm had set. ibsim's console frees a slot and its IsSM flag
+        with `X N` (disconnect_client() in ibsim/ibsim.c, the same in 0.10 and 0.12).
+
+        Frees every slot whose pid is in `pids` or names no process any more. Call it after
+        the killed process has been reaped (a zombie's pid still exists) and before starting
+        its replacement (between `Attached` and `X N`, ibsim could otherwise hand a slot freed
+        on its own to the newcomer). Returns the (slot, pid, node, is_sm) freed."""
+        dead = set(pids)
+        freed = [c for c in self.attached() if c[1] in dead or not _pid_exists(c[1])]
+        for slot, _, _, _ in freed:
+            self.command("X %d" % slot, settle=0)
+        if freed:
+            left = [c for c in self.attached() if c in freed]
+            if left:
+                raise SimFabricError("ibsim kept the slots %s after X" % left)
+        return freed
+
     def perf_set(self, node, port, field, value, extended=False):
         attr = "PortCountersExtended" if extended else "PortCounters"
         self.command('PerformanceSet "%s"[%d] %s.%s=%d' % (node, port, attr, field, value),
@@ -318,6 +373,16 @@ class SimFabric:
             if time.monotonic() > deadline:
                 raise SimFabricError("timed out after %.0fs waiting for %s" % (timeout, what))
             time.sleep(0.05)
+
+
+def _pid_exists(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _safe(text):
