@@ -4,6 +4,8 @@
 
 #include <spdlog/spdlog.h>
 #include <systemd/sd-daemon.h>
+#include <yaml-cpp/yaml.h>
+#include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <csignal>
@@ -123,7 +125,8 @@ std::shared_ptr<mad::Engine> App::mad_engine() {
   return mad_engine_;
 }
 
-std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonConfig& config) {
+std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
+    const DaemonConfig& config, std::shared_ptr<const NodeNameMap>& names) {
   // A context of its own, so that a rejected reload leaves the running one untouched.
   CollectorContext context = context_;
   context.sysfs_root = config.sysfs_root;
@@ -137,6 +140,7 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonCon
   }
   context.node_names = config.node_name_map ? NodeNameMap::load(*config.node_name_map, false)
                                             : NodeNameMap::load(kDefaultNodeNameMap, true);
+  names = context.node_names;
   if (context.node_names->size() > 0) {
     spdlog::info("msg=\"node-name-map loaded\" file=\"{}\" names={}", context.node_names->source(),
                  context.node_names->size());
@@ -150,9 +154,24 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(const DaemonCon
     if (!collector.enabled) continue;
     auto& slot = run_slots_[collector.name];
     if (!slot) slot = std::make_shared<RunSlot>();
-    runners.push_back(std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
-                                                        collector.run_timeout, std::move(built),
-                                                        store_, slot));
+    auto runner =
+        std::make_shared<CollectorRunner>(io_, collector.name, collector.interval,
+                                          collector.run_timeout, std::move(built), store_, slot);
+    runner->set_fingerprint(YAML::Dump(collector.section.node()) + "\n" +
+                            std::to_string(collector.interval.count()) + " " +
+                            std::to_string(collector.run_timeout.count()));
+    if (!options_.once) {
+      runner->set_preparer(
+          [this](const std::string& name, SnapshotPtr snapshot, std::function<void()> then) {
+            std::vector<std::string> live_names;
+            MetricsBuilder live;
+            for (const auto& fill : live_metrics_) fill(live);
+            for (const auto& family : std::move(live).take()) live_names.push_back(family.name);
+            exporter_.prepare(store_.named(), name, std::move(snapshot), std::move(live_names),
+                              [this, then = std::move(then)] { boost::asio::post(io_, then); });
+          });
+    }
+    runners.push_back(std::move(runner));
   }
   return runners;
 }
@@ -175,7 +194,7 @@ int App::run() {
     apply_log_level(config_.log_level);
     mad_config_ = parse_mad_config(config_);
     web_ = load_web(config_);
-    auto runners = build_runners(config_);
+    auto runners = build_runners(config_, node_names_);
     if (options_.check_config) {
       std::cout << config_.source << ": ok (" << runners.size() << " collectors enabled)\n";
       return 0;
@@ -277,7 +296,8 @@ void App::reload() {
     DaemonConfig next = load_config();
     mad::EngineConfig next_mad = parse_mad_config(next);
     WebConfig next_web = load_web(next);
-    auto runners = build_runners(next);
+    std::shared_ptr<const NodeNameMap> next_names;
+    auto runners = build_runners(next, next_names);
     try {
       if (http_) http_->set_web_config(next_web);  // e.g. a renewed certificate
       if (http_) http_->set_limits(next.web_limits);
@@ -297,14 +317,44 @@ void App::reload() {
           "new={}",
           config_.listen_address, next.listen_address);
     }
-    for (auto& runner : runners_) runner->stop();
-    runners_ = std::move(runners);
-    for (auto& runner : runners_) runner->start();
+    // A collector whose inputs did not change keeps running, counters and all; one whose
+    // section (or the sysfs root, state directory or node names every collector reads) changed
+    // is replaced, with its runner's health counters carried over. Its own counters start from
+    // 0, as after a restart (docs/configuration.md, "Reloading").
+    const bool same_context = next.sysfs_root == config_.sysfs_root &&
+                              next.state_directory == config_.state_directory &&
+                              next_names->same_names(*node_names_);
+    std::vector<std::shared_ptr<CollectorRunner>> started, kept;
+    for (auto& fresh : runners) {
+      auto old = std::find_if(runners_.begin(), runners_.end(),
+                              [&](const auto& r) { return r->name() == fresh->name(); });
+      if (old != runners_.end() && same_context && (*old)->fingerprint() == fresh->fingerprint()) {
+        kept.push_back(*old);
+        continue;
+      }
+      if (old != runners_.end()) fresh->carry_health(**old);
+      started.push_back(fresh);
+    }
+    for (auto& runner : runners_) {
+      if (std::find(kept.begin(), kept.end(), runner) != kept.end()) continue;
+      // A replaced collector's last snapshot stays shown until its new runner publishes.
+      bool replaced = std::any_of(started.begin(), started.end(),
+                                  [&](const auto& r) { return r->name() == runner->name(); });
+      runner->stop(replaced);
+    }
+    runners_.clear();
+    for (auto& fresh : runners) {
+      auto it = std::find_if(kept.begin(), kept.end(),
+                             [&](const auto& r) { return r->name() == fresh->name(); });
+      runners_.push_back(it != kept.end() ? *it : fresh);
+    }
+    for (auto& runner : started) runner->start();
+    node_names_ = next_names;
     apply_log_level(next.log_level);
     config_ = std::move(next);
     ++reloads_;
-    spdlog::info("msg=\"config reloaded\" config=\"{}\" collectors={}", config_.source,
-                 runners_.size());
+    spdlog::info("msg=\"config reloaded\" config=\"{}\" collectors={} restarted={}", config_.source,
+                 runners_.size(), started.size());
   } catch (const ConfigError& e) {
     ++reload_failures_;
     spdlog::error("msg=\"config reload rejected; the previous config keeps running\" error=\"{}\"",

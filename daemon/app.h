@@ -2,6 +2,7 @@
 // The daemon: config, collectors on their timers, the HTTP endpoint, signals and systemd.
 
 #include "collectors/mad/engine.h"
+#include "collectors/names/node_names.h"
 #include "config/config.h"
 #include "daemon/collector_runner.h"
 #include "daemon/options.h"
@@ -35,8 +36,10 @@ class App {
 
  private:
   DaemonConfig load_config() const;  // the file (or defaults) with the flags applied
-  // Builds every enabled collector from `config`; throws ConfigError.
-  std::vector<std::shared_ptr<CollectorRunner>> build_runners(const DaemonConfig& config);
+  // Builds every enabled collector from `config`, with the node names it loaded in `names`;
+  // throws ConfigError.
+  std::vector<std::shared_ptr<CollectorRunner>> build_runners(
+      const DaemonConfig& config, std::shared_ptr<const NodeNameMap>& names);
   // The `mad:` section of `config` (defaults when absent); throws ConfigError.
   static mad::EngineConfig parse_mad_config(const DaemonConfig& config);
   std::shared_ptr<mad::Engine> mad_engine();  // created on first use
@@ -60,6 +63,7 @@ class App {
   mad::EngineConfig mad_config_;
   std::shared_ptr<mad::Engine> mad_engine_;
   std::vector<std::shared_ptr<CollectorRunner>> runners_;
+  std::shared_ptr<const NodeNameMap> node_names_;  // what runners_ were built with
   // Per collector name, kept across reloads: one outstanding run per collector, ever.
   std::map<std::string, std::shared_ptr<RunSlot>> run_slots_;
   std::vector<LiveMetrics> live_metrics_;

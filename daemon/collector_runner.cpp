@@ -1,5 +1,7 @@
 #include "daemon/collector_runner.h"
 
+#include "exporters/prometheus/render.h"
+
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>
 #include <boost/asio/post.hpp>
@@ -45,13 +47,21 @@ void CollectorRunner::start() {
   if (!stopped_) schedule(Clock::now());
 }
 
-void CollectorRunner::stop() {
+void CollectorRunner::stop(bool keep_snapshot) {
   stopped_ = true;
   timer_.cancel();
   deadline_.cancel();
   done_ = nullptr;
   worker_.close();
-  store_.remove(name_);
+  if (!keep_snapshot) store_.remove(name_);
+}
+
+void CollectorRunner::carry_health(const CollectorRunner& from) {
+  runs_ = from.runs_;
+  failures_ = from.failures_;
+  overruns_ = from.overruns_;
+  timeouts_ = from.timeouts_;
+  last_success_unix_seconds_ = from.last_success_unix_seconds_;
 }
 
 void CollectorRunner::run_once(std::function<void(bool)> done) { run(std::move(done)); }
@@ -235,7 +245,19 @@ void CollectorRunner::publish(bool success, MetricFamilies metrics) {
   auto snapshot = std::make_shared<Snapshot>();
   snapshot->families = std::move(health).take();
   merge_families(snapshot->families, std::move(metrics));
-  store_.publish(name_, std::move(snapshot));
+  const std::uint64_t sequence = ++published_;
+  auto show = [this, sequence](SnapshotPtr ready) {
+    if (stopped_ || sequence < shown_) return;
+    shown_ = sequence;
+    store_.publish(name_, std::move(ready));
+  };
+  if (!preparer_ || !Exporter::worth_preparing(*snapshot)) {
+    show(std::move(snapshot));
+    return;
+  }
+  preparer_(name_, snapshot, [self = weak_from_this(), show, snapshot] {
+    if (self.lock()) show(snapshot);
+  });
 }
 
 }  // namespace ibfabric

@@ -43,12 +43,28 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   // counted as an overrun and the next run starts when it ends: runs never overlap.
   void start();
   // Final: stops the timers, drops the result of a run in flight (a worker thread's result is
-  // no longer even posted) and removes the snapshot. Call before the io_context goes away.
-  void stop();
+  // no longer even posted) and removes the snapshot (unless `keep_snapshot`: a reload's new
+  // runner of the same name replaces it). Call before the io_context goes away.
+  void stop(bool keep_snapshot = false);
   // One run, then `done` (for --once); `done` is called at the deadline at the latest.
   void run_once(std::function<void(bool success)> done);
 
   const std::string& name() const { return name_; }
+
+  // Makes a large snapshot ready to serve (the exporter compresses it off the loop) before it
+  // replaces the shown one: `then` is to be called on the loop when it is. Unset: published at
+  // once (--once, tests).
+  using Preparer = std::function<void(const std::string& name, SnapshotPtr snapshot,
+                                      std::function<void()> then)>;
+  void set_preparer(Preparer preparer) { preparer_ = std::move(preparer); }
+
+  // What the collector was built from (its config section, interval, deadline); a reload keeps
+  // a runner whose fingerprint did not change, so its counters go on.
+  void set_fingerprint(std::string fingerprint) { fingerprint_ = std::move(fingerprint); }
+  const std::string& fingerprint() const { return fingerprint_; }
+  // Takes over the health counters of the runner it replaces at a reload, so that
+  // ibfabric_collector_*_total never go back while the process runs.
+  void carry_health(const CollectorRunner& from);
 
  private:
   void run(std::function<void(bool)> done);
@@ -71,6 +87,11 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   std::shared_ptr<Collector> collector_;
   BlockingCollector* blocking_ = nullptr;  // collector_ when it is one
   SnapshotStore& store_;
+  Preparer preparer_;
+  std::string fingerprint_;
+  // Snapshots in publication order, and the newest one the store shows: a prepared snapshot
+  // that is ready after a newer one was shown is dropped.
+  std::uint64_t published_ = 0, shown_ = 0;
   std::shared_ptr<RunSlot> slot_;
   // Runs a blocking collector's runs on threads of their own; closed by stop() so that nothing
   // is posted to an io_context that is going away.

@@ -29,6 +29,7 @@ class NodeNameMap {
   std::string name(std::uint64_t guid, std::string_view description) const;
 
   std::size_t size() const { return names_.size(); }
+  bool same_names(const NodeNameMap& other) const { return names_ == other.names_; }
   const std::string& source() const { return source_; }
 
  private:

@@ -9,6 +9,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/thread_pool.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
@@ -224,6 +225,12 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     beast::flat_buffer buffer{8192};
     std::optional<http::request_parser<http::empty_body>> parser;
     http::response<http::string_body> response;
+    // A streamed response: its header, then the body as it is produced (chunked in HTTP/1.1,
+    // up to the close in HTTP/1.0).
+    std::unique_ptr<ScrapeBody> body;
+    std::optional<http::response<http::empty_body>> head;
+    std::optional<http::response_serializer<http::empty_body>> serializer;
+    std::string chunk;
   };
   using PlainConnection = Connection<beast::tcp_stream>;
   using TlsConnection = Connection<beast::ssl_stream<beast::tcp_stream>>;
@@ -516,6 +523,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
         if (scrape.gzip) res.set(http::field::content_encoding, "gzip");
       }
       res.body() = std::move(scrape.body);
+      connection->body = std::move(scrape.stream);
     } else if (target == "/") {
       ++stats_.ok;
       res.result(http::status::ok);
@@ -557,6 +565,10 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   void finish_response(const std::shared_ptr<C>& connection) {
     auto& res = connection->response;
     for (const auto& [name, value] : connection->settings->headers) res.set(name, value);
+    if (connection->body) {
+      stream_response(connection);
+      return;
+    }
     res.prepare_payload();
     if (connection->parser->get().method() == http::verb::head) {
       auto length = res.body().size();
@@ -564,6 +576,66 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       res.content_length(length);
     }
     write(connection);
+  }
+
+  // The header now, then the body a slice at a time: the exporter renders (or copies) the next
+  // slice only when the socket took the last one, so a scrape never holds its whole text. The
+  // write timeout bounds the whole response.
+  template <class C>
+  void stream_response(const std::shared_ptr<C>& connection) {
+    auto& res = connection->response;
+    auto& head = connection->head.emplace(res.result(), res.version());
+    head.base() = res.base();
+    if (res.version() >= 11) {
+      head.chunked(true);
+    } else {
+      head.keep_alive(false);  // HTTP/1.0: the body ends where the connection does
+    }
+    if (connection->parser->get().method() == http::verb::head) connection->body.reset();
+    auto& serializer = connection->serializer.emplace(head);
+    beast::get_lowest_layer(connection->stream).expires_after(options_.write_timeout);
+    http::async_write_header(
+        connection->stream, serializer,
+        [self = shared_from_this(), connection](beast::error_code ec, std::size_t) {
+          self->stream_next(connection, ec);
+        });
+  }
+
+  template <class C>
+  void stream_next(const std::shared_ptr<C>& connection, beast::error_code ec) {
+    auto after = [self = shared_from_this(), connection](beast::error_code e, std::size_t) {
+      self->stream_next(connection, e);
+    };
+    if (!ec && connection->body) {
+      auto& chunk = connection->chunk;
+      chunk.clear();
+      bool more = true;
+      while (more && chunk.empty()) more = connection->body->next(chunk);
+      if (more) {
+        if (connection->head->chunked()) {
+          asio::async_write(connection->stream, http::make_chunk(asio::buffer(chunk)), after);
+        } else {
+          asio::async_write(connection->stream, asio::buffer(chunk), after);
+        }
+        return;
+      }
+      connection->body.reset();  // done: release the snapshots it held
+      bool head_only = connection->parser->get().method() == http::verb::head;
+      if (connection->head->chunked() && !head_only) {
+        asio::async_write(connection->stream, http::make_chunk_last(), after);
+        return;
+      }
+    }
+    connection->body.reset();
+    connection->serializer.reset();
+    bool keep_alive = connection->head && connection->head->keep_alive();
+    connection->head.reset();
+    if (ec == beast::error::timeout) ++stats_.write_timeouts;
+    if (ec || !keep_alive) {
+      done(connection);
+      return;
+    }
+    await_request(connection);
   }
 
   template <class C>

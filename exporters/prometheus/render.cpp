@@ -8,6 +8,7 @@
 
 #include <malloc.h>
 #include <zlib.h>
+#include <boost/asio/post.hpp>
 
 #include <algorithm>
 #include <cctype>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -31,16 +33,7 @@ namespace {
 // of one name from several snapshots are grouped under one HELP/TYPE without copying them, and
 // numbers are written with std::to_chars (shortest form that reads back exactly).
 
-// Where rendered text goes: a string, or a deflate stream fed in slices so that a large
-// snapshot is compressed without ever holding its whole text.
-class Deflater;
-struct Sink {
-  std::string text;
-  Deflater* deflater = nullptr;
-  void maybe_flush();
-};
-
-constexpr std::size_t kSlice = 64 * 1024;
+constexpr std::size_t kSlice = 64 * 1024;  // text rendered (and compressed) per step
 
 // Raw deflate (no zlib or gzip framing) of independent pieces that can be concatenated: each
 // piece starts from a fresh state and ends with a sync flush (byte-aligned, not final), the way
@@ -100,13 +93,6 @@ class Deflater {
   std::uint64_t length_ = 0;
 };
 
-void Sink::maybe_flush() {
-  if (deflater && text.size() >= kSlice) {
-    deflater->write(text);
-    text.clear();
-  }
-}
-
 void append_number(std::string& out, double value) {
   if (std::isnan(value)) {
     out += "NaN";
@@ -157,32 +143,26 @@ const char* type_name(prometheus::MetricType type) {
   }
 }
 
-void append_samples(Sink& sink, const MetricFamily& first, const MetricFamily& family) {
+void append_sample_lines(std::string& out, const MetricFamily& first, const MetricFamily& family,
+                         std::size_t i) {
   const std::string& name = first.name;
-  std::string& out = sink.text;
-  for (std::size_t i = 0; i < family.samples.size(); ++i) {
-    const Sample& s = family.samples[i];
-    if (first.type == prometheus::MetricType::Histogram) {
-      if (i >= family.histograms.size()) break;
-      const HistogramValue& h = family.histograms[i];
-      for (std::size_t b = 0; b < h.bounds.size(); ++b) {
-        append_sample(out, name, "_bucket", *s.labels, "le", h.bounds[b],
-                      static_cast<double>(h.bucket_counts[b]));
-      }
-      append_sample(out, name, "_bucket", *s.labels, "le", std::numeric_limits<double>::infinity(),
-                    static_cast<double>(h.count));
-      append_sample(out, name, "_sum", *s.labels, nullptr, 0, h.sum);
-      append_sample(out, name, "_count", *s.labels, nullptr, 0, static_cast<double>(h.count));
-    } else {
-      append_sample(out, name, "", *s.labels, nullptr, 0, s.value);
+  const Sample& s = family.samples[i];
+  if (first.type == prometheus::MetricType::Histogram) {
+    const HistogramValue& h = family.histograms[i];
+    for (std::size_t b = 0; b < h.bounds.size(); ++b) {
+      append_sample(out, name, "_bucket", *s.labels, "le", h.bounds[b],
+                    static_cast<double>(h.bucket_counts[b]));
     }
-    sink.maybe_flush();
+    append_sample(out, name, "_bucket", *s.labels, "le", std::numeric_limits<double>::infinity(),
+                  static_cast<double>(h.count));
+    append_sample(out, name, "_sum", *s.labels, nullptr, 0, h.sum);
+    append_sample(out, name, "_count", *s.labels, nullptr, 0, static_cast<double>(h.count));
+  } else {
+    append_sample(out, name, "", *s.labels, nullptr, 0, s.value);
   }
 }
 
-void append_family(Sink& sink, const std::vector<const MetricFamily*>& group) {
-  const auto& first = *group.front();
-  std::string& out = sink.text;
+void append_header(std::string& out, const MetricFamily& first) {
   out += "# HELP ";
   out += first.name;
   out += ' ';
@@ -192,84 +172,92 @@ void append_family(Sink& sink, const std::vector<const MetricFamily*>& group) {
   out += ' ';
   out += type_name(first.type);
   out += '\n';
-  for (const auto* family : group) {
-    if (family->type != first.type) continue;  // a clash: the first type wins
-    append_samples(sink, first, *family);
-  }
 }
 
-// What one scrape writes, in order: runs of families only one snapshot has (cacheable until
-// that snapshot is replaced) and everything else (families several snapshots share, like the
-// runners' health, and the live self-metrics), rendered per scrape.
-struct Group {
-  std::vector<const MetricFamily*> families;
-  const SnapshotPtr* owner = nullptr;  // set when the name is in this snapshot only
-  std::size_t index = 0;               // of the family in its owner
-};
+// Families of one name from several snapshots, written under one HELP/TYPE (the first's; a
+// family of another type is a clash and left out).
+using Group = std::vector<const MetricFamily*>;
+
+// What one scrape writes, in order: runs of families only one snapshot has (their gzip is kept
+// until that snapshot is replaced) and everything else (families several snapshots share, like
+// the runners' health, and the live self-metrics), rendered per scrape.
 struct Piece {
-  const SnapshotPtr* owner = nullptr;  // null: rendered per scrape
-  std::size_t begin = 0, end = 0;      // owner's families [begin, end)
-  std::vector<const Group*> groups;    // owner == null
+  const Snapshot* owner = nullptr;  // null: rendered per scrape
+  std::size_t begin = 0, end = 0;   // owner's families [begin, end)
+  std::vector<Group> groups;
 };
 
-struct Selection {
-  std::vector<const SnapshotPtr*> snapshots;
-  bool live = true;
-};
-
-std::vector<Piece> plan(const std::vector<const SnapshotPtr*>& all, const Selection& selected,
-                        const MetricFamilies& live, std::vector<Group>& groups) {
-  // How many sources have each name, over every snapshot of the store (not only the selected
-  // ones), so that a snapshot's runs are the same in a filtered and an unfiltered scrape.
+// `all`: every snapshot of the store, so that a snapshot's runs are the same in a filtered and
+// an unfiltered scrape; `selected`: those this scrape writes, in order.
+std::vector<Piece> plan(const std::vector<const Snapshot*>& all,
+                        const std::vector<const Snapshot*>& selected, const MetricFamilies* live,
+                        const std::vector<std::string>& live_names) {
   std::unordered_map<std::string_view, int> sources;
   for (const auto* s : all) {
-    for (const auto& f : (*s)->families) ++sources[f.name];
+    for (const auto& f : s->families) ++sources[f.name];
   }
-  for (const auto& f : live) ++sources[f.name];
+  for (const auto& name : live_names) ++sources[name];
 
+  struct Slot {
+    const Snapshot* owner;  // set when the name is in this snapshot only
+    std::size_t index;      // of the family in its owner
+    Group families;
+  };
+  std::vector<Slot> slots;
   std::unordered_map<std::string_view, std::size_t> by_name;
-  groups.reserve(sources.size());
-  auto add = [&](const MetricFamilies& families, const SnapshotPtr* owner) {
+  auto add = [&](const MetricFamilies& families, const Snapshot* owner) {
     for (std::size_t i = 0; i < families.size(); ++i) {
-      auto [it, inserted] = by_name.emplace(families[i].name, groups.size());
-      if (inserted) {
-        groups.push_back(Group{{}, sources[families[i].name] == 1 ? owner : nullptr, i});
-      }
-      groups[it->second].families.push_back(&families[i]);
+      auto [it, inserted] = by_name.emplace(families[i].name, slots.size());
+      if (inserted) slots.push_back(Slot{sources[families[i].name] == 1 ? owner : nullptr, i, {}});
+      slots[it->second].families.push_back(&families[i]);
     }
   };
-  for (const auto* s : selected.snapshots) add((*s)->families, s);
-  if (selected.live) add(live, nullptr);
+  for (const auto* s : selected) add(s->families, s);
+  if (live) add(*live, nullptr);
 
   std::vector<Piece> pieces;
-  for (const auto& g : groups) {
+  for (auto& slot : slots) {
     Piece* last = pieces.empty() ? nullptr : &pieces.back();
-    if (g.owner) {
-      if (last && last->owner == g.owner && last->end == g.index) {
-        last->end = g.index + 1;
-      } else {
-        pieces.push_back(Piece{g.owner, g.index, g.index + 1, {}});
-      }
-    } else if (last && !last->owner) {
-      last->groups.push_back(&g);
-    } else {
-      pieces.push_back(Piece{nullptr, 0, 0, {&g}});
+    if (!(last && last->owner == slot.owner && (!slot.owner || last->end == slot.index))) {
+      pieces.push_back(Piece{slot.owner, slot.index, slot.index, {}});
+      last = &pieces.back();
     }
+    last->end = slot.index + 1;
+    last->groups.push_back(std::move(slot.families));
   }
   return pieces;
 }
 
-void render_piece(Sink& sink, const Piece& piece) {
-  if (piece.owner) {
-    const auto& families = (**piece.owner).families;
-    std::vector<const MetricFamily*> one(1);
-    for (std::size_t i = piece.begin; i < piece.end; ++i) {
-      one[0] = &families[i];
-      append_family(sink, one);
+// Where the rendering of a piece stands, so that it can stop after any sample and go on.
+struct Cursor {
+  std::size_t group = 0, member = 0, sample = 0;
+  bool header_done = false;
+};
+
+// Appends the piece's text from `at` until `out` holds `limit` bytes or the piece ends; true
+// when it ended.
+bool render_some(const Piece& piece, Cursor& at, std::string& out, std::size_t limit) {
+  while (at.group < piece.groups.size()) {
+    const Group& group = piece.groups[at.group];
+    const MetricFamily& first = *group.front();
+    if (!at.header_done) {
+      append_header(out, first);
+      at.header_done = true;
     }
-  } else {
-    for (const auto* g : piece.groups) append_family(sink, g->families);
+    for (; at.member < group.size(); ++at.member, at.sample = 0) {
+      const MetricFamily& family = *group[at.member];
+      if (family.type != first.type) continue;
+      std::size_t n = family.samples.size();
+      if (first.type == prometheus::MetricType::Histogram)
+        n = std::min(n, family.histograms.size());
+      while (at.sample < n) {
+        append_sample_lines(out, first, family, at.sample++);
+        if (out.size() >= limit) return false;
+      }
+    }
+    at = Cursor{at.group + 1};
   }
+  return true;
 }
 
 MetricFamilies live_families(const std::vector<LiveMetrics>& live) {
@@ -278,31 +266,35 @@ MetricFamilies live_families(const std::vector<LiveMetrics>& live) {
   return std::move(self).take();
 }
 
-// A snapshot's text is kept for identity scrapes when it is at most this long; a larger one
-// (the fabric's: 2.4 KiB per switch port) is rendered again per identity scrape, since
-// Prometheus asks for gzip and keeping both would double what the exporter holds.
-constexpr std::size_t kIdentityCacheLimit = 1 << 20;
+std::vector<std::string> names_of(const MetricFamilies& families) {
+  std::vector<std::string> names;
+  for (const auto& f : families) names.push_back(f.name);
+  return names;
+}
 
-// Above this many bytes of replaced snapshots, hand freed heap back to the kernel: glibc
+// Above this many bytes of replaced snapshots' gzip, hand freed heap back to the kernel: glibc
 // keeps it otherwise, and a fabric snapshot is tens of MB.
-constexpr std::size_t kTrimAfter = 4 << 20;
+constexpr std::size_t kTrimAfter = 256 << 10;
+
+// Snapshots with at least this many samples are compressed before they are shown (about 1 MB
+// of text); smaller ones cost a scrape less than a millisecond.
+constexpr std::size_t kPrepareSamples = 10000;
 
 }  // namespace
 
 std::string render_text(const std::vector<SnapshotPtr>& snapshots,
                         const std::vector<LiveMetrics>& live) {
   const MetricFamilies self = live_families(live);
-  Selection selection;
-  std::vector<const SnapshotPtr*> all;
+  std::vector<const Snapshot*> all;
   for (const auto& s : snapshots) {
-    if (s) all.push_back(&s);
+    if (s) all.push_back(s.get());
   }
-  selection.snapshots = all;
-  std::vector<Group> groups;
-  Sink sink;
-  sink.text.reserve(64 * 1024);
-  for (const auto& piece : plan(all, selection, self, groups)) render_piece(sink, piece);
-  return std::move(sink.text);
+  std::string out;
+  for (const auto& piece : plan(all, all, &self, names_of(self))) {
+    Cursor at;
+    render_some(piece, at, out, std::numeric_limits<std::size_t>::max());
+  }
+  return out;
 }
 
 bool accepts_gzip(std::string_view header) {
@@ -402,21 +394,250 @@ struct Exporter::Segment {
   std::weak_ptr<const Snapshot> snapshot;
   const Snapshot* key = nullptr;
   std::size_t begin = 0, end = 0;
-  bool deflated_ready = false;
   std::string deflated;  // raw deflate, sync-flushed (see Deflater)
   uLong crc = 0;
-  std::uint64_t length = 0;
-  bool text_ready = false;
-  std::string text;
+  std::uint64_t length = 0;  // of the text
 };
 
-Exporter::Exporter() = default;
-Exporter::~Exporter() = default;
+// Shared by the loop's scrapes and the worker's prepare(); entries are immutable once in.
+struct Exporter::Cache {
+  mutable std::mutex mutex;
+  std::vector<std::shared_ptr<const Segment>> segments;
+
+  std::shared_ptr<const Segment> find(const Piece& piece) const {
+    std::lock_guard lock(mutex);
+    for (const auto& s : segments) {
+      if (s->key == piece.owner && s->begin == piece.begin && s->end == piece.end &&
+          !s->snapshot.expired()) {
+        return s;
+      }
+    }
+    return nullptr;
+  }
+  void insert(std::shared_ptr<const Segment> segment) {
+    std::lock_guard lock(mutex);
+    segments.push_back(std::move(segment));
+  }
+  // Forgets the gzip of snapshots nothing holds any more (replaced, and no scrape streams
+  // them).
+  void prune() {
+    std::size_t released = 0;
+    {
+      std::lock_guard lock(mutex);
+      std::erase_if(segments, [&](const auto& s) {
+        bool gone = s->snapshot.expired();
+        if (gone) released += s->deflated.size();
+        return gone;
+      });
+    }
+    if (released >= kTrimAfter) malloc_trim(0);
+  }
+};
+
+namespace {
+
+// One piece's gzip: compressed from its text a slice at a time.
+std::shared_ptr<Exporter::Segment> start_segment(const Piece& piece, const SnapshotPtr& owner) {
+  auto s = std::make_shared<Exporter::Segment>();
+  s->snapshot = owner;
+  s->key = piece.owner;
+  s->begin = piece.begin;
+  s->end = piece.end;
+  return s;
+}
+
+const char kGzipHeader[] = "\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03";
+
+// A scrape's body. Holds the snapshots it was planned on; each next() renders one slice of
+// text (or copies a slice of a kept gzip), so a scrape costs the loop a bounded step at a time.
+class ScrapeStream : public ScrapeBody {
+ public:
+  // `all`: every snapshot of the store (only read here); `held`: the selected ones.
+  ScrapeStream(const std::vector<const Snapshot*>& all, std::vector<SnapshotPtr> held,
+               MetricFamilies live, bool with_live, bool gzip,
+               std::shared_ptr<Exporter::Cache> cache)
+      : held_(std::move(held)), live_(std::move(live)), gzip_(gzip), cache_(std::move(cache)) {
+    std::vector<const Snapshot*> selected;
+    for (const auto& s : held_) selected.push_back(s.get());
+    pieces_ = plan(all, selected, with_live ? &live_ : nullptr, names_of(live_));
+    if (gzip_) {
+      deflater_.emplace();
+      crc_ = crc32(0, nullptr, 0);
+    }
+  }
+  // The pieces point into held_ and live_: built in place, never moved.
+  ScrapeStream(const ScrapeStream&) = delete;
+  ScrapeStream& operator=(const ScrapeStream&) = delete;
+
+  bool next(std::string& out) override {
+    if (done_) return false;
+    const std::size_t start = out.size();
+    if (gzip_ && !started_) out.append(kGzipHeader, sizeof kGzipHeader - 1);
+    started_ = true;
+    work_ = 0;
+    // A slice of body, or of text compressed, whichever comes first: one step stays short.
+    while (out.size() - start < kSlice && work_ < kSlice) {
+      if (piece_ == pieces_.size()) {
+        if (gzip_) {
+          deflater_->finish(&out);
+          for (int i = 0; i < 4; ++i) out += static_cast<char>((crc_ >> (8 * i)) & 0xff);
+          for (int i = 0; i < 4; ++i) out += static_cast<char>((length_ >> (8 * i)) & 0xff);
+        }
+        done_ = true;
+        break;
+      }
+      if (gzip_) {
+        step_gzip(out, start);
+      } else if (render_some(pieces_[piece_], cursor_, out, start + kSlice)) {
+        next_piece();
+      }
+    }
+    return out.size() > start || !done_;
+  }
+
+ private:
+  void next_piece() {
+    ++piece_;
+    cursor_ = Cursor{};
+    kept_.reset();
+    building_.reset();
+    emitted_ = 0;
+  }
+
+  void step_gzip(std::string& out, std::size_t start) {
+    const Piece& piece = pieces_[piece_];
+    if (!kept_ && !building_ && piece.owner) kept_ = cache_->find(piece);
+    if (kept_) {
+      std::size_t n = std::min(kept_->deflated.size() - emitted_, start + kSlice - out.size());
+      out.append(kept_->deflated, emitted_, n);
+      emitted_ += n;
+      if (emitted_ == kept_->deflated.size()) {
+        crc_ = crc32_combine(crc_, kept_->crc, static_cast<z_off_t>(kept_->length));
+        length_ += kept_->length;
+        next_piece();
+      }
+      return;
+    }
+    if (!building_) {
+      // Not kept (a small snapshot, or a scrape before prepare() ended): compressed here, and
+      // kept for the next scrapes when it belongs to one snapshot.
+      building_ = piece.owner ? start_segment(piece, owner_of(piece)) : nullptr;
+      scratch_.clear();
+      deflater_->begin(building_ ? &building_->deflated : &scratch_);
+      emitted_ = 0;
+    }
+    text_.clear();
+    bool ended = render_some(piece, cursor_, text_, kSlice);
+    work_ += text_.size();
+    deflater_->write(text_);
+    if (ended) deflater_->end();
+    std::string& produced = building_ ? building_->deflated : scratch_;
+    out.append(produced, emitted_, std::string::npos);
+    emitted_ = produced.size();
+    if (!building_) {
+      scratch_.clear();
+      emitted_ = 0;
+    }
+    if (ended) {
+      crc_ = crc32_combine(crc_, deflater_->crc(), static_cast<z_off_t>(deflater_->length()));
+      length_ += deflater_->length();
+      if (building_) {
+        building_->crc = deflater_->crc();
+        building_->length = deflater_->length();
+        building_->deflated.shrink_to_fit();
+        cache_->insert(std::move(building_));
+      }
+      next_piece();
+    }
+  }
+
+  const SnapshotPtr& owner_of(const Piece& piece) const {
+    for (const auto& s : held_) {
+      if (s.get() == piece.owner) return s;
+    }
+    throw std::logic_error("a piece's snapshot is not held");
+  }
+
+  std::vector<SnapshotPtr> held_;
+  MetricFamilies live_;
+  std::vector<Piece> pieces_;
+  bool gzip_;
+  std::shared_ptr<Exporter::Cache> cache_;
+  std::optional<Deflater> deflater_;
+  bool started_ = false, done_ = false;
+  std::size_t piece_ = 0;
+  Cursor cursor_;
+  std::shared_ptr<const Exporter::Segment> kept_;  // the gzip of the current piece, kept
+  std::shared_ptr<Exporter::Segment> building_;    // or being compressed for keeping
+  std::size_t emitted_ = 0;                        // bytes of it already in the body
+  std::size_t work_ = 0;                           // text compressed in this step
+  std::string text_, scratch_;
+  uLong crc_ = 0;
+  std::uint64_t length_ = 0;
+};
+
+}  // namespace
+
+std::string read_body(ScrapeResponse& response) {
+  if (!response.stream) return response.body;
+  std::string out;
+  while (response.stream->next(out)) {
+  }
+  return out;
+}
+
+Exporter::Exporter() : cache_(std::make_shared<Cache>()) {}
+
+Exporter::~Exporter() {
+  worker_.stop();
+  worker_.join();
+}
 
 std::size_t Exporter::cached_bytes() const {
+  std::lock_guard lock(cache_->mutex);
   std::size_t n = 0;
-  for (const auto& s : cache_) n += s.deflated.capacity() + s.text.capacity();
+  for (const auto& s : cache_->segments) n += s->deflated.capacity();
   return n;
+}
+
+bool Exporter::worth_preparing(const Snapshot& snapshot) {
+  std::size_t samples = 0;
+  for (const auto& f : snapshot.families) samples += f.samples.size();
+  return samples >= kPrepareSamples;
+}
+
+void Exporter::prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
+                       std::vector<std::string> live_names, std::function<void()> done) {
+  std::vector<SnapshotPtr> all;
+  for (const auto& [n, s] : current) {
+    if (s && n != name) all.push_back(s);
+  }
+  all.push_back(snapshot);
+  boost::asio::post(worker_, [cache = cache_, all = std::move(all), snapshot = std::move(snapshot),
+                              live_names = std::move(live_names), done = std::move(done)] {
+    cache->prune();
+    std::vector<const Snapshot*> everything;
+    for (const auto& s : all) everything.push_back(s.get());
+    Deflater deflater;
+    std::string text;
+    for (const auto& piece : plan(everything, {snapshot.get()}, nullptr, live_names)) {
+      if (!piece.owner || cache->find(piece)) continue;
+      auto segment = start_segment(piece, snapshot);
+      deflater.begin(&segment->deflated);
+      Cursor at;
+      for (bool ended = false; !ended;) {
+        text.clear();
+        ended = render_some(piece, at, text, kSlice);
+        deflater.write(text);
+      }
+      deflater.end();
+      segment->crc = deflater.crc();
+      segment->length = deflater.length();
+      segment->deflated.shrink_to_fit();
+      cache->insert(std::move(segment));
+    }
+    done();
+  });
 }
 
 ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapshots& snapshots,
@@ -450,104 +671,20 @@ ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapsho
     return !listed(filter.exclude, name);
   };
 
-  // Forget what was derived from replaced snapshots.
-  std::size_t released = 0;
-  std::erase_if(cache_, [&](const Segment& s) {
-    bool current = std::any_of(snapshots.begin(), snapshots.end(),
-                               [&](const auto& e) { return e.second.get() == s.key; });
-    bool gone = s.snapshot.expired() || !current;
-    if (gone) released += s.length;
-    return gone;
-  });
-  if (released >= kTrimAfter) malloc_trim(0);
-
-  std::vector<const SnapshotPtr*> all;
-  Selection selection;
-  selection.live = wanted("self");
+  cache_->prune();
+  std::vector<SnapshotPtr> held;
+  std::vector<const Snapshot*> all, selected;
   for (const auto& [name, snapshot] : snapshots) {
     if (!snapshot) continue;
-    all.push_back(&snapshot);
-    if (wanted(name)) selection.snapshots.push_back(&snapshot);
+    all.push_back(snapshot.get());
+    if (wanted(name)) {
+      selected.push_back(snapshot.get());
+      held.push_back(snapshot);
+    }
   }
-  const MetricFamilies self = selection.live ? live_families(live) : MetricFamilies{};
-  std::vector<Group> groups;
-  auto pieces = plan(all, selection, self, groups);
-
-  auto segment = [&](const Piece& p) -> Segment& {
-    for (auto& s : cache_) {
-      if (s.key == p.owner->get() && s.begin == p.begin && s.end == p.end) return s;
-    }
-    auto& s = cache_.emplace_back();
-    s.snapshot = *p.owner;
-    s.key = p.owner->get();
-    s.begin = p.begin;
-    s.end = p.end;
-    return s;
-  };
-
-  if (!accepts_gzip(request.accept_encoding)) {
-    Sink sink;
-    for (const auto& p : pieces) {
-      if (!p.owner) {
-        render_piece(sink, p);
-        continue;
-      }
-      Segment& s = segment(p);
-      if (s.text_ready) {
-        sink.text += s.text;
-        continue;
-      }
-      std::size_t start = sink.text.size();
-      render_piece(sink, p);
-      s.length = sink.text.size() - start;
-      if (s.length <= kIdentityCacheLimit) {
-        s.text.assign(sink.text, start, std::string::npos);
-        s.text_ready = true;
-      }
-    }
-    response.body = std::move(sink.text);
-    return response;
-  }
-
-  // gzip: a header, each piece's deflate in order, a final empty block, CRC-32 and length.
-  std::string& out = response.body;
-  out.assign("\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03", 10);
-  Deflater deflater;
-  uLong crc = crc32(0, nullptr, 0);
-  std::uint64_t length = 0;
-  for (const auto& p : pieces) {
-    if (!p.owner) {
-      Sink sink;
-      sink.deflater = &deflater;
-      deflater.begin(&out);
-      render_piece(sink, p);
-      deflater.write(sink.text);
-      deflater.end();
-      crc = crc32_combine(crc, deflater.crc(), static_cast<z_off_t>(deflater.length()));
-      length += deflater.length();
-      continue;
-    }
-    Segment& s = segment(p);
-    if (!s.deflated_ready) {
-      Sink sink;
-      sink.deflater = &deflater;
-      deflater.begin(&s.deflated);
-      render_piece(sink, p);
-      deflater.write(sink.text);
-      deflater.end();
-      s.deflated.shrink_to_fit();
-      s.crc = deflater.crc();
-      s.length = deflater.length();
-      s.deflated_ready = true;
-    }
-    out += s.deflated;
-    crc = crc32_combine(crc, s.crc, static_cast<z_off_t>(s.length));
-    length += s.length;
-  }
-  deflater.finish(&out);
-  for (int i = 0; i < 4; ++i) out += static_cast<char>((crc >> (8 * i)) & 0xff);
-  for (int i = 0; i < 4; ++i) out += static_cast<char>((length >> (8 * i)) & 0xff);
-  response.gzip = true;
+  response.gzip = accepts_gzip(request.accept_encoding);
+  response.stream = std::make_unique<ScrapeStream>(all, std::move(held), live_families(live),
+                                                   wanted("self"), response.gzip, cache_);
   return response;
 }
 

@@ -2,12 +2,20 @@
 // Renders the exposition of a scrape: every collector's latest snapshot plus the live
 // self-metrics (process, build info, MAD engine counters) that cost no I/O to read. The
 // Exporter serves it as text or gzip, filtered by node_exporter's `collect[]`/`exclude[]`
-// parameters, and caches what it derives from a snapshot until the snapshot is replaced.
+// parameters, as a stream: the body is produced a slice at a time while the socket takes it,
+// so no scrape holds its whole text. A scrape holds the snapshots it started with, so it is one
+// snapshot per collector however long the client takes. What is kept between scrapes is the
+// gzip of each large snapshot, compressed ahead of time off the loop (prepare()), so the first
+// scrape after a sweep costs what the later ones do (docs/design.md, "The exposition").
 
 #include "collectors/metrics.h"
 
+#include <boost/asio/thread_pool.hpp>
+
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -36,11 +44,24 @@ struct ScrapeRequest {
   std::string_view accept_encoding;  // the header's value, empty when absent
 };
 
+// A body produced as it is sent.
+class ScrapeBody {
+ public:
+  virtual ~ScrapeBody() = default;
+  // Appends the next part of the body to `out` (tens of KiB at most; compressed when the
+  // response is gzip). False, with nothing appended, once the body is complete.
+  virtual bool next(std::string& out) = 0;
+};
+
 struct ScrapeResponse {
   unsigned status = 200;  // 400: `body` is a plain-text error message
-  std::string body;
-  bool gzip = false;  // body is gzip (Content-Encoding: gzip)
+  std::string body;       // the whole body when `stream` is null
+  bool gzip = false;      // the body is gzip (Content-Encoding: gzip)
+  std::unique_ptr<ScrapeBody> stream;
 };
+
+// The whole body of `response` (tests, --once): `body`, or everything its stream produces.
+std::string read_body(ScrapeResponse& response);
 
 class Exporter {
  public:
@@ -49,18 +70,29 @@ class Exporter {
   ~Exporter();
   Exporter(const Exporter&) = delete;
   Exporter& operator=(const Exporter&) = delete;
-  // `collectors`: the enabled collectors' names (what collect[] may name).
+  // `collectors`: the enabled collectors' names (what collect[] may name). The live metrics
+  // are read now; the snapshots are held by the stream until it ends.
   ScrapeResponse scrape(const ScrapeRequest& request, const NamedSnapshots& snapshots,
                         const std::vector<std::string>& collectors,
                         const std::vector<LiveMetrics>& live);
 
-  // Bytes of compressed and rendered text the cache holds (tests, debugging).
+  // Compresses what a scrape would take from `snapshot` (to replace `name`'s in `current`) on
+  // the exporter's worker thread, then calls `done` there. `live_names`: the live families'
+  // names (they decide which families are the snapshot's alone, as in a scrape).
+  void prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
+               std::vector<std::string> live_names, std::function<void()> done);
+  // Whether a snapshot is large enough to be prepared before it is shown.
+  static bool worth_preparing(const Snapshot& snapshot);
+
+  // Bytes of compressed text the cache holds (tests, debugging).
   std::size_t cached_bytes() const;
 
-  struct Segment;  // a run of one snapshot's families and what was derived from it
+  struct Segment;  // the gzip of a run of one snapshot's families
+  struct Cache;
 
  private:
-  std::vector<Segment> cache_;
+  std::shared_ptr<Cache> cache_;
+  boost::asio::thread_pool worker_{1};
 };
 
 // The parameters node_exporter takes: `collect[]=NAME` (only these) and `exclude[]=NAME`

@@ -51,6 +51,11 @@ class ExpositionTest(unittest.TestCase):
         cls.daemon = Daemon(["--config", config, "--sysfs-root",
                              fixture("sysfs", "cx7-ndr")]).start()
         cls.url = cls.daemon.url + "/metrics"
+        # /metrics serves before the first sysfs read ends (it runs off the loop); a loaded CI
+        # machine scraped in between and saw no sysfs series.
+        cls.daemon.wait_for(lambda samples: any(
+            s.name == "ibfabric_collector_success" and s.labels.get("collector") == "sysfs"
+            for s in samples), what="the sysfs collector's first snapshot")
 
     @classmethod
     def tearDownClass(cls):

@@ -77,10 +77,23 @@ def keep_alive_request(s, path="/-/healthy"):
     while b"\r\n\r\n" not in data:
         data += s.recv(4096)
     head, _, body = data.partition(b"\r\n\r\n")
-    length = int([line.split(b":")[1] for line in head.split(b"\r\n")
-                  if line.lower().startswith(b"content-length")][0])
-    while len(body) < length:
-        body += s.recv(4096)
+    fields = {line.split(b":")[0].strip().lower(): line.split(b":", 1)[1].strip()
+              for line in head.split(b"\r\n")[1:]}
+    if fields.get(b"transfer-encoding") == b"chunked":  # /metrics is streamed
+        while True:  # chunk by chunk: SIZE CRLF DATA CRLF, until the empty one
+            while b"\r\n" not in body:
+                body += s.recv(4096)
+            size_line, _, body = body.partition(b"\r\n")
+            size = int(size_line, 16)
+            while len(body) < size + 2:
+                body += s.recv(4096)
+            body = body[size + 2:]
+            if size == 0:
+                break
+    else:
+        length = int(fields[b"content-length"])
+        while len(body) < length:
+            body += s.recv(4096)
     return head.split(b"\r\n")[0].decode()
 
 

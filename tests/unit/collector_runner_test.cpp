@@ -157,6 +157,42 @@ TEST(CollectorRunnerTest, ReplacedRunnerDoesNotStartASecondRunWhileTheFirstIsStu
   ASSERT_TRUE(run_until(io, [&] { return !slot->busy.load(); }));
 }
 
+// Answers on the loop: call 1 a large snapshot (prepared before it is shown), later calls a
+// small one (shown at once).
+class LargeThenSmallCollector final : public Collector {
+ public:
+  void collect(Done done) override {
+    const int call = ++calls;
+    MetricsBuilder out;
+    out.gauge("test_value", "The call that produced this.", {}, call);
+    for (int i = 0; call == 1 && i < 20000; ++i) {
+      out.gauge("test_port", "A port.", {{"port", std::to_string(i)}}, i);
+    }
+    done(CollectResult{std::move(out).take(), true, {}});
+  }
+  int calls = 0;
+};
+
+// A large snapshot is shown only once prepared, and not at all if a newer one was shown
+// meanwhile (a failed or small run after it): the store never goes back in time.
+TEST(CollectorRunnerTest, APreparedSnapshotNeverReplacesANewerOne) {
+  boost::asio::io_context io;
+  SnapshotStore store;
+  auto runner = std::make_shared<CollectorRunner>(
+      io, "gate", 20ms, 0ns, std::make_unique<LargeThenSmallCollector>(), store);
+  std::function<void()> held;
+  runner->set_preparer([&](const std::string&, SnapshotPtr, std::function<void()> then) {
+    held = std::move(then);  // the exporter is still compressing it
+  });
+  runner->start();
+  ASSERT_TRUE(run_until(io, [&] { return held && value(snapshot_of(store), "test_value", {}); }));
+  EXPECT_EQ(value(snapshot_of(store), "test_value", {}), 2);  // run 1 waits, run 2 is shown
+  held();                                                     // run 1 is ready now: too late
+  EXPECT_EQ(value(snapshot_of(store), "test_value", {}), 2);
+  EXPECT_FALSE(value(snapshot_of(store), "test_port", {{"port", "0"}}).has_value());
+  runner->stop();
+}
+
 TEST(CollectorRunnerTest, ALoopCollectorHasNoDeadlineUnlessOneIsSet) {
   boost::asio::io_context io;
   SnapshotStore store;

@@ -52,7 +52,7 @@ TEST(HttpServer, ReadyWaitsForEveryCollectorAndHealthyDoesNot) {
     return waiting;
   };
   HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false};
+    return ScrapeResponse{200, "up 1\n", false, nullptr};
   });
   std::vector<Reply> replies;
   std::thread client([&] {
@@ -81,7 +81,7 @@ TEST(HttpServer, ReadyWithoutACallbackIsReady) {
   HttpServerOptions options;
   options.listen_address = "127.0.0.1:0";
   HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false};
+    return ScrapeResponse{200, "up 1\n", false, nullptr};
   });
   Reply reply;
   std::thread client([&] {
@@ -91,6 +91,96 @@ TEST(HttpServer, ReadyWithoutACallbackIsReady) {
   io.run();
   client.join();
   EXPECT_EQ(reply.status, 200u);
+}
+
+// A body of `slices` numbered lines of 1 KiB each, one per next(); counts itself alive.
+class CountingBody : public ScrapeBody {
+ public:
+  CountingBody(int slices, std::atomic<int>& alive) : left_(slices), alive_(alive) { ++alive_; }
+  ~CountingBody() override { --alive_; }
+  bool next(std::string& out) override {
+    if (left_ == 0) return false;
+    std::string line = std::to_string(left_--) + " ";
+    out += line + std::string(1023 - line.size(), 'x') + "\n";
+    return true;
+  }
+  static std::string expected(int slices) {
+    std::string all;
+    for (int i = slices; i > 0; --i) {
+      std::string line = std::to_string(i) + " ";
+      all += line + std::string(1023 - line.size(), 'x') + "\n";
+    }
+    return all;
+  }
+
+ private:
+  int left_;
+  std::atomic<int>& alive_;
+};
+
+// A streamed body goes out chunked in HTTP/1.1 (on a keep-alive connection that serves the
+// next request), up to the close in HTTP/1.0, and not at all for HEAD; the body is released
+// when its response ends.
+TEST(HttpServer, StreamsABodyChunkedAndReleasesIt) {
+  asio::io_context io;
+  HttpServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  std::atomic<int> alive{0};
+  HttpServer server(io, options, [&](const ScrapeRequest&) {
+    ScrapeResponse response;
+    response.stream = std::make_unique<CountingBody>(300, alive);
+    return response;
+  });
+  struct Result {
+    unsigned status;
+    bool chunked;
+    std::string body;
+  };
+  std::vector<Result> results;
+  int alive_between = -1;
+  std::thread client([&] {
+    asio::io_context cio;
+    asio::ip::tcp::socket socket(cio);
+    socket.connect({asio::ip::make_address("127.0.0.1"), server.port()});
+    boost::beast::flat_buffer buffer;
+    for (auto verb : {http::verb::get, http::verb::head, http::verb::get}) {
+      http::request<http::empty_body> req{verb, "/metrics", 11};
+      req.set(http::field::host, "127.0.0.1");
+      http::write(socket, req);
+      http::response_parser<http::string_body> parser;
+      parser.body_limit(16 << 20);
+      if (verb == http::verb::head) parser.skip(true);
+      http::read(socket, buffer, parser);
+      results.push_back({parser.get().result_int(), parser.get().chunked(), parser.get().body()});
+      if (results.size() == 1) alive_between = alive.load();
+    }
+    // HTTP/1.0: no chunks; the body ends at the close.
+    asio::ip::tcp::socket old(cio);
+    old.connect({asio::ip::make_address("127.0.0.1"), server.port()});
+    http::request<http::empty_body> req{http::verb::get, "/metrics", 10};
+    http::write(old, req);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(16 << 20);
+    boost::beast::flat_buffer old_buffer;
+    boost::beast::error_code ec;
+    http::read(old, old_buffer, parser, ec);
+    results.push_back({parser.get().result_int(), parser.get().chunked(), parser.get().body()});
+    asio::post(io, [&] { io.stop(); });
+  });
+  io.run();
+  client.join();
+  ASSERT_EQ(results.size(), 4u);
+  const std::string expected = CountingBody::expected(300);
+  EXPECT_EQ(results[0].status, 200u);
+  EXPECT_TRUE(results[0].chunked);
+  EXPECT_EQ(results[0].body, expected);
+  EXPECT_EQ(alive_between, 0);  // released once its last chunk was written
+  EXPECT_EQ(results[1].status, 200u);
+  EXPECT_EQ(results[1].body, "");
+  EXPECT_EQ(results[2].body, expected);  // the keep-alive connection went on
+  EXPECT_FALSE(results[3].chunked);
+  EXPECT_EQ(results[3].body, expected);
+  EXPECT_EQ(alive.load(), 0);
 }
 
 }  // namespace
