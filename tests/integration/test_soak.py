@@ -340,7 +340,23 @@ class SoakTest(unittest.TestCase):
         self.addCleanup(scraper.stop)
 
         def samples():
-            return parse_exposition(daemons[-1].scrape(timeout=5))
+            """A scrape of the harness's own (no gzip). One that fails outside a restart window
+            fails the soak, with the daemon's connection counters from a second scrape."""
+            try:
+                return parse_exposition(daemons[-1].scrape(timeout=5))
+            except OSError as e:
+                error = "%s: %s" % (type(e).__name__, e)
+            try:
+                http = ["%s%s %g" % (x.name, x.labels, x.value)
+                        for x in parse_exposition(daemons[-1].scrape(timeout=5))
+                        if x.name.startswith("ibfabric_http_")]
+            except OSError as e:
+                http = ["the next scrape failed too: %s: %s" % (type(e).__name__, e)]
+            with scraper.lock:
+                errors = list(scraper.errors)
+            self.fail("the harness's scrape during %s failed: %s\nthen:\n%s\nthe scrape "
+                      "thread's failures so far: %s" % (scraper.phase, error, "\n".join(http),
+                                                         errors))
 
         def diagnostics(s):
             lines = ["%s %s %g" % (x.name, x.labels, x.value) for x in s
