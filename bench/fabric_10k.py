@@ -127,6 +127,9 @@ def scrape(url, compressed, timeout=300):
     return text.decode(), len(body), wall
 
 
+FABRIC_RUNS = re.compile(r'^ibfabric_collector_runs_total\{collector="fabric"\} (\S+)$', re.M)
+
+
 def series(text):
     n = fab = 0
     for line in text.splitlines():
@@ -352,15 +355,21 @@ def prom(f, host, window, interval, fabric_interval, timeout):
 def scraper(url, stop, every=2.0, text_every=5):
     """Scrapes url every `every` seconds until `stop` is set: gzip, every text_every-th plain
     (none when 0)."""
-    stats = {"gzip": [], "text": []}
+    stats = {"gzip": [], "text": [], "after_sweep": [], "later": []}
     i = 0
+    last_run = None
     while not stop.is_set():
         start = time.monotonic()
         i += 1
         kind = "text" if text_every and i % text_every == 0 else "gzip"
         try:
-            _, size, wall = scrape(url, kind == "gzip")
+            text, size, wall = scrape(url, kind == "gzip")
             stats[kind].append((size, wall))
+            # The first scrape that shows a new fabric sweep, against the later ones.
+            run = FABRIC_RUNS.search(text)
+            if kind == "gzip" and run and last_run is not None:
+                stats["after_sweep" if run.group(1) != last_run else "later"].append(wall)
+            last_run = run.group(1) if run else last_run
         except OSError as e:
             stats.setdefault("errors", []).append(str(e))
         stop.wait(max(0.0, every - (time.monotonic() - start)))
@@ -430,6 +439,12 @@ def show(name, m):
             statistics.median(x[0] for x in sc["text"]) if sc["text"] else 0,
             statistics.median(x[1] for x in sc["text"]) if sc["text"] else 0,
             len(sc.get("errors", []))))
+    if sc["after_sweep"] and sc["later"]:
+        say("  gzip scrapes at the client: the first after each sweep median %.3fs max %.3fs "
+            "(%d), the later ones median %.3fs max %.3fs (%d)" % (
+                statistics.median(sc["after_sweep"]), max(sc["after_sweep"]),
+                len(sc["after_sweep"]), statistics.median(sc["later"]), max(sc["later"]),
+                len(sc["later"])))
 
 
 def clients(f, hosts, n, timeout):

@@ -64,12 +64,6 @@ class Deflater {
   }
   // Ends the piece: byte-aligned, not final, so another piece may follow.
   void end() { run({}, Z_SYNC_FLUSH); }
-  // The final empty block that closes a deflate stream.
-  void finish(std::string* out) {
-    deflateReset(&z_);
-    out_ = out;
-    run({}, Z_FINISH);
-  }
   uLong crc() const { return crc_; }
   std::uint64_t length() const { return length_; }
 
@@ -460,10 +454,7 @@ class ScrapeStream : public ScrapeBody {
     std::vector<const Snapshot*> selected;
     for (const auto& s : held_) selected.push_back(s.get());
     pieces_ = plan(all, selected, with_live ? &live_ : nullptr, names_of(live_));
-    if (gzip_) {
-      deflater_.emplace();
-      crc_ = crc32(0, nullptr, 0);
-    }
+    if (gzip_) crc_ = crc32(0, nullptr, 0);
   }
   // The pieces point into held_ and live_: built in place, never moved.
   ScrapeStream(const ScrapeStream&) = delete;
@@ -479,7 +470,9 @@ class ScrapeStream : public ScrapeBody {
     while (out.size() - start < kSlice && work_ < kSlice) {
       if (piece_ == pieces_.size()) {
         if (gzip_) {
-          deflater_->finish(&out);
+          // The final empty block that closes the deflate stream (what zlib's Z_FINISH writes
+          // after a sync flush), so that no compressor is made for it.
+          out.append("\x03\x00", 2);
           for (int i = 0; i < 4; ++i) out += static_cast<char>((crc_ >> (8 * i)) & 0xff);
           for (int i = 0; i < 4; ++i) out += static_cast<char>((length_ >> (8 * i)) & 0xff);
         }
@@ -501,6 +494,7 @@ class ScrapeStream : public ScrapeBody {
     cursor_ = Cursor{};
     kept_.reset();
     building_.reset();
+    deflater_.reset();  // 268 KiB of zlib state, held only while a piece is compressed
     emitted_ = 0;
   }
 
@@ -523,6 +517,7 @@ class ScrapeStream : public ScrapeBody {
       // kept for the next scrapes when it belongs to one snapshot.
       building_ = piece.owner ? start_segment(piece, owner_of(piece)) : nullptr;
       scratch_.clear();
+      deflater_.emplace();
       deflater_->begin(building_ ? &building_->deflated : &scratch_);
       emitted_ = 0;
     }
