@@ -267,7 +267,7 @@ std::vector<std::string> names_of(const MetricFamilies& families) {
 }
 
 // Above this many bytes of replaced snapshots' gzip, hand freed heap back to the kernel: glibc
-// keeps it otherwise, and a fabric snapshot is tens of MB.
+// keeps it otherwise, and the peak of a sweep would stay resident.
 constexpr std::size_t kTrimAfter = 256 << 10;
 
 // Snapshots with at least this many samples are compressed before they are shown (about 1 MB
@@ -413,18 +413,16 @@ struct Exporter::Cache {
     segments.push_back(std::move(segment));
   }
   // Forgets the gzip of snapshots nothing holds any more (replaced, and no scrape streams
-  // them).
-  void prune() {
+  // them); true when a large snapshot went, so that freed heap should go back to the kernel.
+  bool prune() {
     std::size_t released = 0;
-    {
-      std::lock_guard lock(mutex);
-      std::erase_if(segments, [&](const auto& s) {
-        bool gone = s->snapshot.expired();
-        if (gone) released += s->deflated.size();
-        return gone;
-      });
-    }
-    if (released >= kTrimAfter) malloc_trim(0);
+    std::lock_guard lock(mutex);
+    std::erase_if(segments, [&](const auto& s) {
+      bool gone = s->snapshot.expired();
+      if (gone) released += s->deflated.size();
+      return gone;
+    });
+    return released >= kTrimAfter;
   }
 };
 
@@ -595,6 +593,14 @@ std::size_t Exporter::cached_bytes() const {
   return n;
 }
 
+void Exporter::release_replaced() {
+  // malloc_trim walks the whole heap and holds each arena's lock meanwhile (tens of ms at
+  // 50,000 ports): on the worker, right after a swap, rather than in the next scrape.
+  boost::asio::post(worker_, [cache = cache_] {
+    if (cache->prune()) malloc_trim(0);
+  });
+}
+
 bool Exporter::worth_preparing(const Snapshot& snapshot) {
   std::size_t samples = 0;
   for (const auto& f : snapshot.families) samples += f.samples.size();
@@ -610,7 +616,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name, S
   all.push_back(snapshot);
   boost::asio::post(worker_, [cache = cache_, all = std::move(all), snapshot = std::move(snapshot),
                               live_names = std::move(live_names), done = std::move(done)] {
-    cache->prune();
+    if (cache->prune()) malloc_trim(0);
     std::vector<const Snapshot*> everything;
     for (const auto& s : all) everything.push_back(s.get());
     Deflater deflater;
@@ -666,7 +672,7 @@ ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapsho
     return !listed(filter.exclude, name);
   };
 
-  cache_->prune();
+  cache_->prune();  // the heap goes back to the kernel in release_replaced(), off the loop
   std::vector<SnapshotPtr> held;
   std::vector<const Snapshot*> all, selected;
   for (const auto& [name, snapshot] : snapshots) {
