@@ -63,6 +63,11 @@ MetricsBuilder::FamilyId MetricsBuilder::family(std::string_view name, std::stri
     fam.name = std::string(name);
     fam.help = std::string(help);
     fam.type = type;
+    if (hints_) {
+      if (auto hint = hints_->find(fam.name); hint != hints_->end()) {
+        fam.samples.reserve(hint->second);
+      }
+    }
   }
   auto& fam = families_[it->second];
   if (fam.type != type) {
@@ -124,6 +129,12 @@ MetricFamilies MetricsBuilder::take() && {
   }
   interned_.clear();
   return std::move(families_);
+}
+
+MetricsBuilder::SizeHints MetricsBuilder::sizes_of(const MetricFamilies& families) {
+  SizeHints sizes;
+  for (const auto& f : families) sizes[f.name] = f.samples.size();
+  return sizes;
 }
 
 void merge_families(MetricFamilies& into, MetricFamilies more) {

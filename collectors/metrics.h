@@ -109,6 +109,13 @@ class MetricsBuilder {
   MetricFamilies take() &&;
   bool empty() const { return families_.empty(); }
 
+  // How many samples each family had last time (sizes_of() of the previous result): families
+  // are reserved that many, so that a large collection does not grow its vectors by doubling
+  // (up to twice the memory while it is built).
+  using SizeHints = std::unordered_map<std::string, std::size_t>;
+  void size_hints(const SizeHints* hints) { hints_ = hints; }
+  static SizeHints sizes_of(const MetricFamilies& families);
+
  private:
   MetricFamilies families_;
   struct NameHash {
@@ -119,6 +126,7 @@ class MetricsBuilder {
   std::shared_ptr<LabelArena> arena_;
   std::unordered_map<std::string_view, const LabelSet*> interned_;  // views into arena_
   std::string scratch_;
+  const SizeHints* hints_ = nullptr;
 };
 
 // Appends `more` to `into`, merging families of the same name (their samples are concatenated).

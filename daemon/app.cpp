@@ -168,7 +168,12 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
             for (const auto& fill : live_metrics_) fill(live);
             for (const auto& family : std::move(live).take()) live_names.push_back(family.name);
             exporter_.prepare(store_.named(), name, std::move(snapshot), std::move(live_names),
-                              [this, then = std::move(then)] { boost::asio::post(io_, then); });
+                              [this, then = std::move(then)] {
+                                boost::asio::post(io_, [this, then] {
+                                  then();  // shown: the old snapshot is dropped
+                                  exporter_.release_replaced();
+                                });
+                              });
           });
     }
     runners.push_back(std::move(runner));

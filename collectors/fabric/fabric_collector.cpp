@@ -148,7 +148,7 @@ class Discovery : public mad::FanOut {
 
 // One sweep of the shard's switches: ClassPortInfo once per switch (cached until the next
 // discovery), then PortInfo, PortCounters and/or PortCountersExtended of every port, all by
-// LID and all in flight at once.
+// LID, kSwitchesInFlight switches at a time.
 class Sweep : public mad::FanOut {
  public:
   using TimePoint = FabricCollector::TimePoint;
@@ -171,8 +171,9 @@ class Sweep : public mad::FanOut {
   struct SwitchResult {
     const Node* node;
     std::optional<mad::PmaCapabilities> caps;
-    std::vector<PortResult> ports;  // index = port number - 1
+    std::vector<PortResult> ports;  // index = port number - 1; freed once emitted
     bool answered = false;          // any query of this switch answered in this sweep
+    bool emitted = false;
   };
 
   Sweep(FabricCollector& c, std::shared_ptr<const Topology> topology, bool fresh,
@@ -189,19 +190,75 @@ class Sweep : public mad::FanOut {
     started_ = Clock::now();
     for (const Node* node : topology_->switches()) {
       if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
-      switches_.push_back(SwitchResult{node, std::nullopt, {}, false});
+      switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false});
       switches_.back().ports.resize(static_cast<std::size_t>(std::max(0, node->num_ports)));
     }
+    pending_.assign(switches_.size(), 0);
+    out_.size_hints(&c_.family_sizes_);
+    const auto& cfg = c_.config_;
+    out_.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
+              {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
+    emit_topology(out_);
     launch([this] {
-      for (std::size_t i = 0; i < switches_.size(); ++i) query_switch(i);
+      for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
     });
   }
 
  private:
+  // Switches whose queries are out at once. Queuing every query of a large fabric at once held
+  // them all in memory (about 1 KiB per switch port at 50,000 ports) and could pass the
+  // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default: 16
+  // switches keep it as busy (the 1,632-port sweep took as long with 16 as with 32).
+  static constexpr std::size_t kSwitchesInFlight = 16;
+
+  // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
+  void start_next_switch() {
+    while (next_switch_ < switches_.size()) {
+      std::size_t i = next_switch_++;
+      query_switch(i);
+      if (pending_[i] > 0) return;
+      finish_switch(i);
+    }
+  }
+
+  // A switch whose queries have all settled goes into the result now and its answers are
+  // freed, so that a sweep holds the raw answers of the switches in flight only. Not before
+  // some switch of the sweep answered: a sweep that got nothing back takes nothing from the
+  // ports' memory (settled() then emits the switches held back).
+  void finish_switch(std::size_t i) {
+    auto& sw = switches_[i];
+    if (!any_answered_) {
+      held_back_.push_back(i);
+      return;
+    }
+    emit_finished(sw, Clock::now());
+  }
+
+  void emit_finished(SwitchResult& sw, TimePoint now) {
+    if (sw.emitted) return;
+    sw.emitted = true;
+    if (sw.answered) {
+      ++switches_answered_;
+      c_.last_seen_[sw.node->guid] = now;
+    } else if (!sw.ports.empty() && !sw.node->carried) {
+      // A switch that answered nothing has moved, lost its LID or died: look again (unless
+      // the last discovery already missed it; it is looked for at every discovery).
+      c_.rediscover_ = true;
+    }
+    // Values lost in this sweep are taken from memory only when the fabric answered at all: a
+    // sweep that got nothing back is a failed collection, not a lossy cable.
+    const bool keep = c_.config_.keep_unread.count() > 0;
+    if (keep && any_answered_) recall(sw, now);
+    emit_switch(out_, sw, now, ports_ok_, ports_failed_, ports_stale_);
+    if (keep) remember(sw, now);
+    std::vector<PortResult>().swap(sw.ports);
+  }
+
   // `on_fail` runs when the query failed (after it was counted).
   void ask(std::size_t i, const char* attribute, mad::Request req,
            std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail) {
     auto min_size = mad::attribute_size(req.mgmt_class);
+    ++pending_[i];
     FanOut::ask(std::move(req), min_size,
                 [this, i, attribute, on_ok = std::move(on_ok),
                  on_fail = std::move(on_fail)](const mad::Response& r) {
@@ -211,10 +268,22 @@ class Sweep : public mad::FanOut {
                   if (r.ok()) {
                     sw.answered = true;
                     on_ok(r);
-                    return;
+                  } else {
+                    if (r.status == mad::Status::timeout) ++c_.switch_timeouts_[sw.node->guid];
+                    on_fail();
                   }
-                  if (r.status == mad::Status::timeout) ++c_.switch_timeouts_[sw.node->guid];
-                  on_fail();
+                  if (sw.answered && !any_answered_) {
+                    any_answered_ = true;
+                    auto now = Clock::now();
+                    for (auto held : std::exchange(held_back_, {})) {
+                      emit_finished(switches_[held], now);
+                    }
+                  }
+                  // After on_ok, which may have asked more of this switch (its ports).
+                  if (--pending_[i] == 0) {
+                    finish_switch(i);
+                    start_next_switch();
+                  }
                 });
   }
 
@@ -524,32 +593,12 @@ class Sweep : public mad::FanOut {
 
   void settled() override {
     double sweep_seconds = seconds_since(started_);
-    MetricsBuilder out;
-    const auto& cfg = c_.config_;
-    out.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
-             {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
-    emit_topology(out);
+    // What is left: switches held back because none had answered (then nothing did).
     auto now = Clock::now();
-    int ports_ok = 0;
-    int ports_failed = 0;
-    int ports_stale = 0;
-    int switches_answered = 0;
-    for (const auto& sw : switches_) {
-      bool any = sw.answered;
-      switches_answered += any;
-      if (any) c_.last_seen_[sw.node->guid] = now;
-      // A switch that answered nothing has moved, lost its LID or died: look again (unless
-      // the last discovery already missed it; it is looked for at every discovery).
-      if (!any && !sw.ports.empty() && !sw.node->carried) c_.rediscover_ = true;
-    }
-    // Values lost in this sweep are taken from memory only when the fabric answered at all: a
-    // sweep that got nothing back is a failed collection, not a lossy cable.
-    const bool keep = c_.config_.keep_unread.count() > 0;
-    for (auto& sw : switches_) {
-      if (keep && switches_answered > 0) recall(sw, now);
-      emit_switch(out, sw, now, ports_ok, ports_failed, ports_stale);
-      if (keep) remember(sw, now);
-    }
+    for (auto& sw : switches_) emit_finished(sw, now);
+    MetricsBuilder& out = out_;
+    const int switches_answered = switches_answered_;
+    const int ports_ok = ports_ok_, ports_failed = ports_failed_, ports_stale = ports_stale_;
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
               {{"node_type", "switch"}}, static_cast<double>(topology_->count(IB_NODE_SWITCH)));
     out.gauge("ibfabric_fabric_nodes", "Nodes found by the last discovery, whole fabric.",
@@ -604,6 +653,7 @@ class Sweep : public mad::FanOut {
       result.error = "no switch of this shard answered";
     }
     result.metrics = std::move(out).take();
+    c_.family_sizes_ = MetricsBuilder::sizes_of(result.metrics);
     spdlog::debug(
         "fabric: sweep done ports={} failed={} stale={} mads={} seconds={:.3f} "
         "build_seconds={:.3f}",
@@ -621,6 +671,13 @@ class Sweep : public mad::FanOut {
   bool discovery_ok_;
   std::string discovery_error_;
   std::vector<SwitchResult> switches_;
+  std::vector<int> pending_;            // queries of each switch not settled yet
+  std::size_t next_switch_ = 0;         // the first switch not started
+  bool any_answered_ = false;           // some query of this sweep was answered
+  std::vector<std::size_t> held_back_;  // finished before any answer
+  // The result, built switch by switch as each one's queries settle.
+  MetricsBuilder out_;
+  int switches_answered_ = 0, ports_ok_ = 0, ports_failed_ = 0, ports_stale_ = 0;
   Clock::time_point started_;
 };
 

@@ -127,6 +127,8 @@ class FabricCollector final : public Collector {
   int sweeps_since_discovery_ = 0;
   bool rediscover_ = true;
   std::map<std::uint64_t, mad::PmaCapabilities> pma_caps_;  // per switch, until rediscovery
+  // Samples per family of the last sweep: the next one reserves them (MetricsBuilder).
+  MetricsBuilder::SizeHints family_sizes_;
   // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
   // is lost, so that a lost MAD does not cost every counter of the switch.
   std::map<std::uint64_t, mad::PmaCapabilities> last_caps_;

@@ -610,7 +610,15 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       auto& chunk = connection->chunk;
       chunk.clear();
       bool more = true;
-      while (more && chunk.empty()) more = connection->body->next(chunk);
+      try {
+        while (more && chunk.empty()) more = connection->body->next(chunk);
+      } catch (const std::exception& e) {
+        // A body cut short is all the client can be told once the header is out.
+        spdlog::error("msg=\"scrape body failed\" error=\"{}\"", e.what());
+        connection->body.reset();
+        done(connection);
+        return;
+      }
       if (more) {
         if (connection->head->chunked()) {
           asio::async_write(connection->stream, http::make_chunk(asio::buffer(chunk)), after);

@@ -64,12 +64,6 @@ class Deflater {
   }
   // Ends the piece: byte-aligned, not final, so another piece may follow.
   void end() { run({}, Z_SYNC_FLUSH); }
-  // The final empty block that closes a deflate stream.
-  void finish(std::string* out) {
-    deflateReset(&z_);
-    out_ = out;
-    run({}, Z_FINISH);
-  }
   uLong crc() const { return crc_; }
   std::uint64_t length() const { return length_; }
 
@@ -273,7 +267,7 @@ std::vector<std::string> names_of(const MetricFamilies& families) {
 }
 
 // Above this many bytes of replaced snapshots' gzip, hand freed heap back to the kernel: glibc
-// keeps it otherwise, and a fabric snapshot is tens of MB.
+// keeps it otherwise, and the peak of a sweep would stay resident.
 constexpr std::size_t kTrimAfter = 256 << 10;
 
 // Snapshots with at least this many samples are compressed before they are shown (about 1 MB
@@ -419,18 +413,16 @@ struct Exporter::Cache {
     segments.push_back(std::move(segment));
   }
   // Forgets the gzip of snapshots nothing holds any more (replaced, and no scrape streams
-  // them).
-  void prune() {
+  // them); true when a large snapshot went, so that freed heap should go back to the kernel.
+  bool prune() {
     std::size_t released = 0;
-    {
-      std::lock_guard lock(mutex);
-      std::erase_if(segments, [&](const auto& s) {
-        bool gone = s->snapshot.expired();
-        if (gone) released += s->deflated.size();
-        return gone;
-      });
-    }
-    if (released >= kTrimAfter) malloc_trim(0);
+    std::lock_guard lock(mutex);
+    std::erase_if(segments, [&](const auto& s) {
+      bool gone = s->snapshot.expired();
+      if (gone) released += s->deflated.size();
+      return gone;
+    });
+    return released >= kTrimAfter;
   }
 };
 
@@ -460,10 +452,7 @@ class ScrapeStream : public ScrapeBody {
     std::vector<const Snapshot*> selected;
     for (const auto& s : held_) selected.push_back(s.get());
     pieces_ = plan(all, selected, with_live ? &live_ : nullptr, names_of(live_));
-    if (gzip_) {
-      deflater_.emplace();
-      crc_ = crc32(0, nullptr, 0);
-    }
+    if (gzip_) crc_ = crc32(0, nullptr, 0);
   }
   // The pieces point into held_ and live_: built in place, never moved.
   ScrapeStream(const ScrapeStream&) = delete;
@@ -479,7 +468,9 @@ class ScrapeStream : public ScrapeBody {
     while (out.size() - start < kSlice && work_ < kSlice) {
       if (piece_ == pieces_.size()) {
         if (gzip_) {
-          deflater_->finish(&out);
+          // The final empty block that closes the deflate stream (what zlib's Z_FINISH writes
+          // after a sync flush), so that no compressor is made for it.
+          out.append("\x03\x00", 2);
           for (int i = 0; i < 4; ++i) out += static_cast<char>((crc_ >> (8 * i)) & 0xff);
           for (int i = 0; i < 4; ++i) out += static_cast<char>((length_ >> (8 * i)) & 0xff);
         }
@@ -501,6 +492,7 @@ class ScrapeStream : public ScrapeBody {
     cursor_ = Cursor{};
     kept_.reset();
     building_.reset();
+    deflater_.reset();  // 268 KiB of zlib state, held only while a piece is compressed
     emitted_ = 0;
   }
 
@@ -523,6 +515,7 @@ class ScrapeStream : public ScrapeBody {
       // kept for the next scrapes when it belongs to one snapshot.
       building_ = piece.owner ? start_segment(piece, owner_of(piece)) : nullptr;
       scratch_.clear();
+      deflater_.emplace();
       deflater_->begin(building_ ? &building_->deflated : &scratch_);
       emitted_ = 0;
     }
@@ -600,6 +593,14 @@ std::size_t Exporter::cached_bytes() const {
   return n;
 }
 
+void Exporter::release_replaced() {
+  // malloc_trim walks the whole heap and holds each arena's lock meanwhile (tens of ms at
+  // 50,000 ports): on the worker, right after a swap, rather than in the next scrape.
+  boost::asio::post(worker_, [cache = cache_] {
+    if (cache->prune()) malloc_trim(0);
+  });
+}
+
 bool Exporter::worth_preparing(const Snapshot& snapshot) {
   std::size_t samples = 0;
   for (const auto& f : snapshot.families) samples += f.samples.size();
@@ -615,7 +616,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name, S
   all.push_back(snapshot);
   boost::asio::post(worker_, [cache = cache_, all = std::move(all), snapshot = std::move(snapshot),
                               live_names = std::move(live_names), done = std::move(done)] {
-    cache->prune();
+    if (cache->prune()) malloc_trim(0);
     std::vector<const Snapshot*> everything;
     for (const auto& s : all) everything.push_back(s.get());
     Deflater deflater;
@@ -671,7 +672,7 @@ ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapsho
     return !listed(filter.exclude, name);
   };
 
-  cache_->prune();
+  cache_->prune();  // the heap goes back to the kernel in release_replaced(), off the loop
   std::vector<SnapshotPtr> held;
   std::vector<const Snapshot*> all, selected;
   for (const auto& [name, snapshot] : snapshots) {

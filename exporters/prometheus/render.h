@@ -81,6 +81,9 @@ class Exporter {
   // names (they decide which families are the snapshot's alone, as in a scrape).
   void prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
                std::vector<std::string> live_names, std::function<void()> done);
+  // After a prepared snapshot replaced the shown one: forgets the old one's gzip and hands
+  // the freed heap back to the kernel, on the worker thread.
+  void release_replaced();
   // Whether a snapshot is large enough to be prepared before it is shown.
   static bool worth_preparing(const Snapshot& snapshot);
 
