@@ -412,6 +412,24 @@ class SoakTest(unittest.TestCase):
             # A restarted opensm needs a sweep to find the master and become its standby.
             time.sleep(max(0.0, sm_started[0] + SM_SETTLE - time.monotonic()))
 
+        def wait_unwedged(host, is_master, what):
+            """Waits for `is_master`; the opensm on `host` (the one that should take over) is
+            killed and started again once, after SM_STUCK_AFTER without it (the simulator wedges
+            it, see below), and that is counted."""
+            killed = time.monotonic()
+            restarted = [False]
+
+            def done(s):
+                if is_master(s):
+                    return True
+                if not restarted[0] and time.monotonic() - killed > SM_STUCK_AFTER:
+                    kill_sm(host)
+                    start_sm(host)
+                    restarted[0] = True
+                    stuck_restarts[0] += 1
+                return False
+            return wait(done, FAILOVER_DEADLINE + SM_STUCK_AFTER, what)
+
         def fault_sm_failover():
             sm_standby_time()
             # The sm collector's last poll may have failed (a fault just cleared, or a restart):
@@ -440,20 +458,8 @@ class SoakTest(unittest.TestCase):
             # The standby can be wedged the same way (below): at its start it announces its
             # IsSM with a Trap 144 to the master, whose TrapRepress ibsim drops (seen in a
             # 1-hour run at 31 min, seed 317847042: gpu-node-03 stayed in DISCOVERING).
-            killed = time.monotonic()
-            took_over = [False]
-
-            def standby_master(s):
-                if master_guid(s) not in (None, original):
-                    return True
-                if not took_over[0] and time.monotonic() - killed > SM_STUCK_AFTER:
-                    kill_sm(other)
-                    start_sm(other)
-                    took_over[0] = True
-                    stuck_restarts[0] += 1
-                return False
-            seen["sm_failover"].append(wait(standby_master, FAILOVER_DEADLINE + SM_STUCK_AFTER,
-                                            "the standby as master"))
+            seen["sm_failover"].append(wait_unwedged(
+                other, lambda s: master_guid(s) not in (None, original), "the standby as master"))
             s = samples()
             guids.setdefault(other, master_guid(s))
             self.assertEqual(master_guid(s), guids[other])
@@ -478,20 +484,8 @@ class SoakTest(unittest.TestCase):
             # DISCOVERING ("Entering DISCOVERING state" is its last line). On a real fabric the
             # kernel completes the trap. So after SM_STUCK_AFTER without a master it is killed
             # and started again, alone in the subnet, and that is counted and printed.
-            killed = time.monotonic()
-            restarted = [False]
-
-            def back(s):
-                if master_guid(s) == original:
-                    return True
-                if not restarted[0] and time.monotonic() - killed > SM_STUCK_AFTER:
-                    kill_sm(first)
-                    start_sm(first)
-                    restarted[0] = True
-                    stuck_restarts[0] += 1
-                return False
-            gone["sm_failover"].append(wait(back, FAILOVER_DEADLINE + SM_STUCK_AFTER,
-                                            "the first SM back as master"))
+            gone["sm_failover"].append(wait_unwedged(
+                first, lambda s: master_guid(s) == original, "the first SM back as master"))
             self.assertGreaterEqual(total(samples(), "ibfabric_sm_master_changes_total"),
                                     changes + 2)
             restart_sm(other)
