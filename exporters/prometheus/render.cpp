@@ -608,14 +608,14 @@ bool Exporter::worth_preparing(const Snapshot& snapshot) {
 }
 
 void Exporter::prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-                       std::function<void()> done) {
+                       std::vector<std::string> live_names, std::function<void()> done) {
   std::vector<SnapshotPtr> all;
   for (const auto& [n, s] : current) {
     if (s && n != name) all.push_back(s);
   }
   all.push_back(snapshot);
   boost::asio::post(worker_, [cache = cache_, all = std::move(all), snapshot = std::move(snapshot),
-                              live_names = live_names_, done = std::move(done)] {
+                              live_names = std::move(live_names), done = std::move(done)] {
     if (cache->prune()) malloc_trim(0);
     std::vector<const Snapshot*> everything;
     for (const auto& s : all) everything.push_back(s.get());
@@ -683,10 +683,8 @@ ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapsho
       held.push_back(snapshot);
     }
   }
-  MetricFamilies self = live_families(live);
-  live_names_ = names_of(self);
   response.gzip = accepts_gzip(request.accept_encoding);
-  response.stream = std::make_unique<ScrapeStream>(all, std::move(held), std::move(self),
+  response.stream = std::make_unique<ScrapeStream>(all, std::move(held), live_families(live),
                                                    wanted("self"), response.gzip, cache_);
   return response;
 }

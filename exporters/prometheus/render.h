@@ -77,10 +77,10 @@ class Exporter {
                         const std::vector<LiveMetrics>& live);
 
   // Compresses what a scrape would take from `snapshot` (to replace `name`'s in `current`) on
-  // the exporter's worker thread, then calls `done` there. Which families are the snapshot's
-  // alone is decided as in the last scrape (with its live families' names).
+  // the exporter's worker thread, then calls `done` there. `live_names`: the live families'
+  // names (they decide which families are the snapshot's alone, as in a scrape).
   void prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-               std::function<void()> done);
+               std::vector<std::string> live_names, std::function<void()> done);
   // After a prepared snapshot replaced the shown one: forgets the old one's gzip and hands
   // the freed heap back to the kernel, on the worker thread.
   void release_replaced();
@@ -95,7 +95,6 @@ class Exporter {
 
  private:
   std::shared_ptr<Cache> cache_;
-  std::vector<std::string> live_names_;  // of the last scrape's live families
   boost::asio::thread_pool worker_{1};
 };
 

@@ -277,8 +277,10 @@ TEST(Exporter, AStreamGoesASliceAtATime) {
 // the kept gzip and compresses nothing more.
 TEST(Exporter, PrepareCompressesAheadSoTheFirstScrapeCompressesNothing) {
   ExporterFixture f;
+  std::vector<std::string> live_names{"ibfabric_http_requests_total"};
   std::promise<void> ready;
-  f.exporter.prepare(f.snapshots, "fabric", f.snapshots[1].second, [&] { ready.set_value(); });
+  f.exporter.prepare(f.snapshots, "fabric", f.snapshots[1].second, live_names,
+                     [&] { ready.set_value(); });
   ready.get_future().wait();
   const std::size_t kept = f.exporter.cached_bytes();
   EXPECT_GT(kept, 10000u);  // the fabric's 6,000 samples, compressed
