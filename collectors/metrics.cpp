@@ -76,15 +76,33 @@ MetricsBuilder::FamilyId MetricsBuilder::family(std::string_view name, std::stri
   return it->second;
 }
 
+namespace {
+void append_label_text(std::string& out, const Labels& labels) {
+  for (const auto& [k, v] : labels) {
+    if (!out.empty()) out += ',';
+    out += k;
+    out += "=\"";
+    append_escaped(out, v, true);
+    out += '"';
+  }
+}
+
+void add_arena(MetricFamily& fam, std::shared_ptr<const LabelArena> arena) {
+  if (std::find(fam.arenas.begin(), fam.arenas.end(), arena) == fam.arenas.end()) {
+    fam.arenas.push_back(std::move(arena));
+  }
+}
+}  // namespace
+
+std::string label_text(const Labels& labels) {
+  std::string text;
+  append_label_text(text, labels);
+  return text;
+}
+
 const LabelSet* MetricsBuilder::labels(const Labels& labels) {
   scratch_.clear();
-  for (const auto& [k, v] : labels) {
-    if (!scratch_.empty()) scratch_ += ',';
-    scratch_ += k;
-    scratch_ += "=\"";
-    append_escaped(scratch_, v, true);
-    scratch_ += '"';
-  }
+  append_label_text(scratch_, labels);
   if (auto it = interned_.find(scratch_); it != interned_.end()) return it->second;
   const LabelSet& set = arena_->sets.emplace_back(scratch_);
   interned_.emplace(set.text(), &set);
@@ -122,10 +140,19 @@ void MetricsBuilder::declare(std::string_view name, std::string_view help,
   family(name, help, type);
 }
 
+void MetricsBuilder::add_family(const MetricFamily& from) {
+  auto& fam = families_[family(from.name, from.help, from.type)];
+  fam.samples.insert(fam.samples.end(), from.samples.begin(), from.samples.end());
+  fam.histograms.insert(fam.histograms.end(), from.histograms.begin(), from.histograms.end());
+  for (const auto& arena : from.arenas) add_arena(fam, arena);
+}
+
 MetricFamilies MetricsBuilder::take() && {
   for (auto& fam : families_) {
     fam.samples.shrink_to_fit();
-    if (!fam.samples.empty()) fam.arenas.push_back(arena_);
+    if (fam.samples.empty()) continue;
+    add_arena(fam, arena_);
+    for (const auto& arena : adopted_) add_arena(fam, arena);
   }
   interned_.clear();
   return std::move(families_);
@@ -153,11 +180,7 @@ void merge_families(MetricFamilies& into, MetricFamilies more) {
     dst.samples.insert(dst.samples.end(), fam.samples.begin(), fam.samples.end());
     dst.histograms.insert(dst.histograms.end(), std::make_move_iterator(fam.histograms.begin()),
                           std::make_move_iterator(fam.histograms.end()));
-    for (auto& arena : fam.arenas) {
-      if (std::find(dst.arenas.begin(), dst.arenas.end(), arena) == dst.arenas.end()) {
-        dst.arenas.push_back(std::move(arena));
-      }
-    }
+    for (auto& arena : fam.arenas) add_arena(dst, std::move(arena));
   }
 }
 

@@ -106,6 +106,13 @@ class MetricsBuilder {
     add(family(name, help, prometheus::MetricType::Counter), labels, value);
   }
 
+  // For label sets kept across collections (a collector's own cache): `arena` holds sets
+  // passed to add(); every family of the result keeps it alive.
+  void adopt(std::shared_ptr<const LabelArena> arena) { adopted_.push_back(std::move(arena)); }
+  // Appends the samples of a family built before (a collector's cached result) to the family
+  // of the same name, which keeps the arenas they point into.
+  void add_family(const MetricFamily& family);
+
   MetricFamilies take() &&;
   bool empty() const { return families_.empty(); }
 
@@ -124,6 +131,7 @@ class MetricsBuilder {
   };
   std::unordered_map<std::string, std::size_t, NameHash, std::equal_to<>> index_;
   std::shared_ptr<LabelArena> arena_;
+  std::vector<std::shared_ptr<const LabelArena>> adopted_;
   std::unordered_map<std::string_view, const LabelSet*> interned_;  // views into arena_
   std::string scratch_;
   const SizeHints* hints_ = nullptr;
@@ -131,6 +139,9 @@ class MetricsBuilder {
 
 // Appends `more` to `into`, merging families of the same name (their samples are concatenated).
 void merge_families(MetricFamilies& into, MetricFamilies more);
+
+// The text of a label set as LabelSet holds it.
+std::string label_text(const Labels& labels);
 
 // Appends `text` escaped as the text format wants it: backslash and newline always, the double
 // quote too inside a label value.

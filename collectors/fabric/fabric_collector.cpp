@@ -171,7 +171,7 @@ class Sweep : public mad::FanOut {
   struct SwitchResult {
     const Node* node;
     std::optional<mad::PmaCapabilities> caps;
-    std::vector<PortResult> ports;  // index = port number - 1; freed once emitted
+    std::vector<PortResult> ports;  // index = port number - 1; from its start to its emission
     bool answered = false;          // any query of this switch answered in this sweep
     bool emitted = false;
   };
@@ -191,14 +191,23 @@ class Sweep : public mad::FanOut {
     for (const Node* node : topology_->switches()) {
       if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
       switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false});
-      switches_.back().ports.resize(static_cast<std::size_t>(std::max(0, node->num_ports)));
     }
     pending_.assign(switches_.size(), 0);
     out_.size_hints(&c_.family_sizes_);
     const auto& cfg = c_.config_;
     out_.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
               {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
-    emit_topology(out_);
+    auto& cache = c_.labels_;
+    if (cache.topology != topology_ || cache.links_version != c_.links_version_) {
+      cache = FabricCollector::LabelCache{};
+      cache.topology = topology_;
+      cache.links_version = c_.links_version_;
+      MetricsBuilder info;
+      emit_topology(info);
+      cache.info = std::move(info).take();
+    }
+    for (const auto& family : cache.info) out_.add_family(family);
+    out_.adopt(cache.arena);
     launch([this] {
       for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
     });
@@ -290,6 +299,8 @@ class Sweep : public mad::FanOut {
 
   void query_switch(std::size_t i) {
     auto& sw = switches_[i];
+    // Allocated now, not at the start: a sweep holds the ports of the switches in flight.
+    sw.ports.resize(static_cast<std::size_t>(std::max(0, sw.node->num_ports)));
     auto lid = sw.node->lid;
     if (!mad::routable_lid(lid)) {
       // The SM has not given the switch a LID (yet): nothing can be asked by LID.
@@ -432,6 +443,7 @@ class Sweep : public mad::FanOut {
     auto it = c_.memory_.find(sw.node->guid);
     if (it == c_.memory_.end()) return;
     const auto& memory = it->second.ports;
+    const auto& bytes = it->second.bytes;
     const auto keep = c_.config_.keep_unread;
     for (std::size_t idx = 0; idx < sw.ports.size() && idx < memory.size(); ++idx) {
       auto& p = sw.ports[idx];
@@ -441,9 +453,9 @@ class Sweep : public mad::FanOut {
         if (!p.stale_since || at < *p.stale_since) p.stale_since = at;
         return true;
       };
-      auto unpack = [&](const FabricCollector::Packed& from, std::vector<std::uint8_t>& to,
+      auto unpack = [&](const FabricCollector::Kept& from, std::vector<std::uint8_t>& to,
                         TimePoint& at) {
-        to = from.bytes;
+        to.assign(bytes.begin() + from.offset, bytes.begin() + from.offset + from.stored);
         to.resize(from.size, 0);
         at = from.at;
       };
@@ -471,40 +483,51 @@ class Sweep : public mad::FanOut {
   // Keeps what the switch's ports gave (read now or recalled) for the next sweep; a part not
   // read now stays until it is older than keep_unread.
   void remember(const SwitchResult& sw, TimePoint now) {
-    auto& memory = c_.memory_[sw.node->guid].ports;
-    memory.resize(sw.ports.size());
+    auto& memory = c_.memory_[sw.node->guid];
+    memory.ports.resize(sw.ports.size());
     const auto keep = c_.config_.keep_unread;
-    auto keep_part = [&](const std::vector<std::uint8_t>& data, TimePoint at,
-                         FabricCollector::Packed& to) {
+    // The switch's buffer is written anew: parts read now, and parts kept from the old one.
+    std::vector<std::uint8_t> bytes;
+    bytes.reserve(memory.bytes.size());
+    auto keep_part = [&](const std::vector<std::uint8_t>& data, TimePoint at, std::size_t used,
+                         FabricCollector::Kept& to) {
       if (!data.empty()) {
-        auto end = data.size();
+        auto end = std::min(data.size(), used);
         while (end > 0 && data[end - 1] == 0) --end;
-        to.bytes.assign(data.begin(), data.begin() + static_cast<std::ptrdiff_t>(end));
-        to.bytes.shrink_to_fit();
+        to.offset = static_cast<std::uint32_t>(bytes.size());
+        bytes.insert(bytes.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(end));
+        to.stored = static_cast<std::uint16_t>(end);
         to.size = static_cast<std::uint16_t>(data.size());
         to.at = at;
-      } else if (now - to.at > keep) {
-        to = FabricCollector::Packed{};
+      } else if (to.size && now - to.at <= keep) {
+        auto from = memory.bytes.begin() + to.offset;
+        to.offset = static_cast<std::uint32_t>(bytes.size());
+        bytes.insert(bytes.end(), from, from + to.stored);
+      } else {
+        to = FabricCollector::Kept{};
       }
     };
     for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
       const auto& p = sw.ports[idx];
-      auto& m = memory[idx];
+      auto& m = memory.ports[idx];
       if (p.port_info) {
         m.port_info = p.port_info;
         m.port_info_at = p.port_info_at;
       } else if (now - m.port_info_at > keep) {
         m.port_info.reset();
       }
-      keep_part(p.basic, p.basic_at, m.basic);
-      keep_part(p.extended, p.extended_at, m.extended);
+      keep_part(p.basic, p.basic_at, mad::port_counters_octets(), m.basic);
+      keep_part(p.extended, p.extended_at, mad::port_counters_extended_octets(), m.extended);
       if (m.details.size() < p.details.size()) m.details.resize(p.details.size());
       for (std::size_t a = 0; a < m.details.size(); ++a) {
         static const std::vector<std::uint8_t> kNone;
         bool read = a < p.details.size() && !p.details[a].empty();
-        keep_part(read ? p.details[a] : kNone, read ? p.details_at[a] : TimePoint{}, m.details[a]);
+        keep_part(read ? p.details[a] : kNone, read ? p.details_at[a] : TimePoint{},
+                  mad::detail_octets(a), m.details[a]);
       }
     }
+    if (bytes.capacity() > bytes.size() + bytes.size() / 4) bytes.shrink_to_fit();
+    memory.bytes = std::move(bytes);
   }
 
   void emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoint now, int& ports_ok,
@@ -526,6 +549,14 @@ class Sweep : public mad::FanOut {
                 "CapabilityMask of the switch's Performance Management agent (ClassPortInfo).",
                 {{"node_guid", guid}}, sw.caps->mask);
     }
+    auto& port_labels = c_.labels_.ports[sw.node->guid];
+    if (port_labels.size() != sw.ports.size()) {
+      port_labels.clear();
+      for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
+        port_labels.push_back(&c_.labels_.arena->sets.emplace_back(
+            label_text({{"node_guid", guid}, {"port", std::to_string(idx + 1)}})));
+      }
+    }
     for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
       const auto& pr = sw.ports[idx];
       if (pr.failed) {
@@ -533,9 +564,11 @@ class Sweep : public mad::FanOut {
       } else {
         ++ports_ok;
       }
-      // One interned label set for every series of the port.
-      const Labels labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
-      const LabelSet* l = out.labels(labels);
+      // One label set for every series of the port, from the cache (adopted by `out`).
+      auto labels = [&] {
+        return Labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
+      };
+      const LabelSet* l = port_labels[idx];
       if (pr.stale_since) {
         ++ports_stale;
         out.gauge("ibfabric_fabric_port_stale_seconds",
@@ -579,7 +612,7 @@ class Sweep : public mad::FanOut {
         const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
         if (v.saturated && *v.saturated) {
-          Labels sl = labels;
+          Labels sl = labels();
           sl.emplace_back("counter", std::string(v.def->pma_name));
           out.gauge("ibfabric_fabric_port_counters_saturated",
                     "Present (value 1) only for a counter read from 32-bit PortCounters that is "
@@ -587,7 +620,8 @@ class Sweep : public mad::FanOut {
                     sl, 1);
         }
       }
-      mad::add_detail_counters(out, "ibfabric_fabric_port_", labels, pr.details,
+      if (pr.details.empty()) continue;
+      mad::add_detail_counters(out, "ibfabric_fabric_port_", labels(), pr.details,
                                [this](std::string_view m) { return c_.exported(m); });
     }
   }
@@ -721,6 +755,7 @@ void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) 
                                                 l.remote_name, seen})
                     .second;
   }
+  ++links_version_;
   state_.set_restored(restored);
 }
 
@@ -762,6 +797,7 @@ void FabricCollector::remember_links(const Topology& topology) {
   }
   std::erase_if(links_seen_,
                 [&](const auto& entry) { return now - entry.second.seen > config_.link_memory; });
+  ++links_version_;
 }
 
 void FabricCollector::collect(Done done) {

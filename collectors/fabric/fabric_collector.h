@@ -93,21 +93,25 @@ class FabricCollector final : public Collector {
     TimePoint port_info_at, basic_at, extended_at;
     std::vector<TimePoint> details_at;
   };
-  // An attribute's data between sweeps: without its trailing zero octets (reserved and unused
-  // fields are most of a PMA attribute's 192), and the size it is restored to when used.
-  struct Packed {
-    std::vector<std::uint8_t> bytes;
-    std::uint16_t size = 0;  // 0: nothing kept
+  // An attribute's data between sweeps: only the octets the counter decoders read, without
+  // trailing zeros (reserved and unused fields are most of a PMA attribute's 192), in the
+  // switch's one buffer (no allocation per port and attribute), and the size it is restored
+  // to, zero-filled, when used.
+  struct Kept {
+    std::uint32_t offset = 0;  // into SwitchMemory::bytes
+    std::uint16_t stored = 0;  // octets kept there
+    std::uint16_t size = 0;    // 0: nothing kept
     TimePoint at;
   };
   struct PortMemory {
     std::optional<mad::PortInfo> port_info;
     TimePoint port_info_at;
-    Packed basic, extended;
-    std::vector<Packed> details;
+    Kept basic, extended;
+    std::vector<Kept> details;
   };
   struct SwitchMemory {
-    std::vector<PortMemory> ports;  // index = port number - 1
+    std::vector<PortMemory> ports;    // index = port number - 1
+    std::vector<std::uint8_t> bytes;  // what every port's Kept parts hold
   };
 
   struct RememberedLink {
@@ -124,6 +128,20 @@ class FabricCollector final : public Collector {
   std::map<std::pair<std::uint64_t, int>, RememberedLink> links_seen_;
 
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
+  // What every sweep reuses until the topology or the link memory changes: the label set of
+  // each swept switch port and the node and link info families. Most of a sweep's label text
+  // never changes; shared, the shown snapshot and the one being built hold it once. Sets are
+  // added to the arena only by the first sweep of a topology (a new topology gets a new cache),
+  // so no shown snapshot reads an arena that is still growing.
+  struct LabelCache {
+    std::shared_ptr<const Topology> topology;  // what it was built for
+    std::uint64_t links_version = 0;
+    std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
+    std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
+    MetricFamilies info;
+  };
+  LabelCache labels_;
+  std::uint64_t links_version_ = 0;  // changes with links_seen_
   int sweeps_since_discovery_ = 0;
   bool rediscover_ = true;
   std::map<std::uint64_t, mad::PmaCapabilities> pma_caps_;  // per switch, until rediscovery

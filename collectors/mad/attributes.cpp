@@ -392,6 +392,59 @@ void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Lab
   }
 }
 
+namespace {
+// One past the last octet any of `fields` covers: each is set to all ones in a zeroed buffer.
+template <class Fields, class Set>
+std::size_t octets_covered(const Fields& fields, Set set) {
+  std::size_t end = 0;
+  for (auto field : fields) {
+    if (field == IB_NO_FIELD) continue;
+    std::array<std::uint8_t, IB_PC_DATA_SZ> buffer{};
+    set(buffer.data(), field);
+    for (std::size_t i = buffer.size(); i > end; --i) {
+      if (buffer[i - 1]) {
+        end = i;
+        break;
+      }
+    }
+  }
+  return end;
+}
+void set_ones32(std::uint8_t* b, MAD_FIELDS f) { mad_set_field(b, 0, f, 0xffffffffu); }
+void set_ones64(std::uint8_t* b, MAD_FIELDS f) { mad_set_field64(b, 0, f, ~std::uint64_t{0}); }
+}  // namespace
+
+std::size_t port_counters_octets() {
+  static const std::size_t octets = [] {
+    std::vector<MAD_FIELDS> fields;
+    for (const auto& def : counter_defs()) fields.push_back(def.basic);
+    return octets_covered(fields, set_ones32);
+  }();
+  return octets;
+}
+
+std::size_t port_counters_extended_octets() {
+  static const std::size_t octets = [] {
+    std::vector<MAD_FIELDS> fields;
+    for (const auto& def : counter_defs()) fields.push_back(def.extended);
+    return octets_covered(fields, set_ones64);
+  }();
+  return octets;
+}
+
+std::size_t detail_octets(std::size_t a) {
+  static const std::vector<std::size_t> octets = [] {
+    std::vector<std::size_t> out;
+    for (const auto& attribute : detail_attributes()) {
+      std::vector<MAD_FIELDS> fields;
+      for (const auto& def : attribute.counters) fields.push_back(def.field);
+      out.push_back(octets_covered(fields, set_ones32));
+    }
+    return out;
+  }();
+  return a < octets.size() ? octets[a] : IB_PC_DATA_SZ;
+}
+
 std::optional<double> effective_bytes_per_second(const PortInfo& pi) {
   auto speed = link_rate::lane_speed_from_name(active_speed_name(pi));
   if (!speed) return std::nullopt;

@@ -157,6 +157,13 @@ struct DetailAttribute {
 };
 const std::vector<DetailAttribute>& detail_attributes();
 
+// How many leading octets of an answer the counter definitions read: of PortCounters,
+// PortCountersExtended, and detail_attributes()[a]. The rest is reserved (and from ibsim,
+// not even zero), so it is not worth keeping between sweeps.
+std::size_t port_counters_octets();
+std::size_t port_counters_extended_octets();
+std::size_t detail_octets(std::size_t a);
+
 // Adds the counters of `details` (detail_attributes() order; an empty entry was not read) as
 // counters named `prefix` + metric, with `labels`; only those `keep` accepts, if given.
 void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Labels& labels,

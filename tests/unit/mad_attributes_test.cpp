@@ -174,6 +174,44 @@ TEST(Counters, AdditionalExtendedCountersReplaceBasicErrors) {
   EXPECT_DOUBLE_EQ(v["PortXmitWait"].value, static_cast<double>(1ULL << 35));
 }
 
+// What the fabric collector keeps of an answer between sweeps (the octets the decoders read,
+// the rest zeroed) holds every field the counter decoders read, as the whole answer does.
+TEST(Counters, TheOctetsKeptDecodeLikeTheWholeAnswer) {
+  Data basic{}, ext{};
+  for (std::size_t i = 0; i < basic.size(); ++i) {
+    basic[i] = static_cast<std::uint8_t>(0x5a + 7 * i);  // no zero octet
+    ext[i] = static_cast<std::uint8_t>(0xa5 + 13 * i) | 1;
+  }
+  auto kept = [](const Data& whole, std::size_t octets) {
+    Data d{};
+    std::copy(whole.begin(), whole.begin() + static_cast<std::ptrdiff_t>(octets), d.begin());
+    return d;
+  };
+  EXPECT_LT(port_counters_octets(), basic.size());
+  EXPECT_LT(port_counters_extended_octets(), ext.size());
+  Data basic_kept = kept(basic, port_counters_octets());
+  Data ext_kept = kept(ext, port_counters_extended_octets());
+  // Raw fields, not merge_counters' doubles: those lose the low octets of a 64-bit field.
+  for (const auto& def : counter_defs()) {
+    if (def.basic != IB_NO_FIELD) {
+      EXPECT_EQ(mad_get_field(basic.data(), 0, def.basic),
+                mad_get_field(basic_kept.data(), 0, def.basic))
+          << def.pma_name;
+    }
+    EXPECT_EQ(mad_get_field64(ext.data(), 0, def.extended),
+              mad_get_field64(ext_kept.data(), 0, def.extended))
+        << def.pma_name;
+  }
+  for (std::size_t a = 0; a < detail_attributes().size(); ++a) {
+    EXPECT_LT(detail_octets(a), basic.size());
+    for (const auto& def : detail_attributes()[a].counters) {
+      Data part = kept(basic, detail_octets(a));
+      EXPECT_EQ(mad_get_field(basic.data(), 0, def.field), mad_get_field(part.data(), 0, def.field))
+          << def.pma_name;
+    }
+  }
+}
+
 TEST(Counters, MissingAttributeCostsOnlyItsValues) {
   PmaCapabilities caps{0x1200, 0};
   Data basic{};
