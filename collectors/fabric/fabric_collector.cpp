@@ -565,9 +565,7 @@ class Sweep : public mad::FanOut {
         ++ports_ok;
       }
       // One label set for every series of the port, from the cache (adopted by `out`).
-      auto labels = [&] {
-        return Labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
-      };
+      auto labels = [&] { return Labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}}; };
       const LabelSet* l = port_labels[idx];
       if (pr.stale_since) {
         ++ports_stale;
