@@ -217,7 +217,7 @@ class Sweep : public mad::FanOut {
   // Switches whose queries are out at once. Queuing every query of a large fabric at once held
   // them all in memory (about 1 KiB per switch port at 50,000 ports) and could pass the
   // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default; with 16
-  // switches the steady sweep of 1,632 ports measured about 20 % slower than with every query
+  // switches the steady sweep of 1,632 ports measured about 6 % slower than with every query
   // queued (docs/benchmarks.md): a switch near its end leaves slots unused.
   static constexpr std::size_t kSwitchesInFlight = 16;
 
