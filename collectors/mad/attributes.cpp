@@ -412,23 +412,22 @@ std::size_t octets_covered(const Fields& fields, Set set) {
 }
 void set_ones32(std::uint8_t* b, MAD_FIELDS f) { mad_set_field(b, 0, f, 0xffffffffu); }
 void set_ones64(std::uint8_t* b, MAD_FIELDS f) { mad_set_field64(b, 0, f, ~std::uint64_t{0}); }
+
+std::size_t counter_octets(enum MAD_FIELDS CounterDef::*field,
+                           void (*set)(std::uint8_t*, MAD_FIELDS)) {
+  std::vector<MAD_FIELDS> fields;
+  for (const auto& def : counter_defs()) fields.push_back(def.*field);
+  return octets_covered(fields, set);
+}
 }  // namespace
 
 std::size_t port_counters_octets() {
-  static const std::size_t octets = [] {
-    std::vector<MAD_FIELDS> fields;
-    for (const auto& def : counter_defs()) fields.push_back(def.basic);
-    return octets_covered(fields, set_ones32);
-  }();
+  static const std::size_t octets = counter_octets(&CounterDef::basic, set_ones32);
   return octets;
 }
 
 std::size_t port_counters_extended_octets() {
-  static const std::size_t octets = [] {
-    std::vector<MAD_FIELDS> fields;
-    for (const auto& def : counter_defs()) fields.push_back(def.extended);
-    return octets_covered(fields, set_ones64);
-  }();
+  static const std::size_t octets = counter_octets(&CounterDef::extended, set_ones64);
   return octets;
 }
 
