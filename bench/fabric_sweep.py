@@ -340,6 +340,8 @@ def main():
     print("  --once cannot take less than %.3fs: ibqueryerrors / floor %.2fx (measured "
           "ibqueryerrors / --once process %.2fx)" % (floor, med["iqe"] / floor,
                                                      med["iqe"] / med["d_wall"]))
+    if not dflt:  # --default-rate-rounds 0
+        return 0
     sweep_default = statistics.median(d["sweep"] for d in dflt)
     coll_default = statistics.median(d["collector"] for d in dflt)
     st_default = statistics.median(x[0] for x in dflt_steady)
