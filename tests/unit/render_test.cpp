@@ -114,6 +114,40 @@ TEST(MetricsBuilder, DeclareOncePathRendersLikeThePerSampleCalls) {
   EXPECT_THROW(clash.family("y", "", prometheus::MetricType::Counter), std::logic_error);
 }
 
+// A collector's cache (fabric: label sets and info families kept until the topology changes):
+// what a later builder takes from it renders like what it builds itself, and the result keeps
+// the cache's arenas alive after the cache is gone (ASan would see a set freed under it).
+TEST(MetricsBuilder, ReusesCachedFamiliesAndLabelSetsAndKeepsThemAlive) {
+  auto cache_arena = std::make_shared<LabelArena>();
+  const LabelSet* port = &cache_arena->sets.emplace_back(label_text({{"port", "1"}}));
+  MetricFamilies cached;
+  {
+    MetricsBuilder info;
+    info.info("x_info", "info", {{"name", "leaf \"1\""}});
+    cached = std::move(info).take();
+  }
+  auto shown = std::make_shared<Snapshot>();
+  {
+    MetricsBuilder reuse;
+    reuse.add_family(cached[0]);
+    reuse.adopt(cache_arena);
+    reuse.counter("c_total", "c", port, 5);
+    reuse.add_family(cached[0]);  // the same family twice: one family, two samples
+    shown->families = std::move(reuse).take();
+  }
+  ASSERT_EQ(shown->families.size(), 2u);
+  EXPECT_EQ(shown->families[0].samples.size(), 2u);
+  EXPECT_EQ(shown->families[1].samples[0].labels, port);
+  MetricsBuilder direct;
+  direct.info("x_info", "info", {{"name", "leaf \"1\""}});
+  direct.counter("c_total", "c", {{"port", "1"}}, 5);
+  direct.info("x_info", "info", {{"name", "leaf \"1\""}});
+  cached.clear();
+  cache_arena.reset();
+  port = nullptr;
+  EXPECT_EQ(render_text({shown}, {}), render_text({snapshot(std::move(direct))}, {}));
+}
+
 TEST(LabelSet, ReadsBackEscapedValues) {
   MetricsBuilder b;
   Labels labels{{"desc", "node \"a\"\\b\nc"}, {"empty", ""}, {"eq", "a=b,c"}};
