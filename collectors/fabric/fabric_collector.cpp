@@ -33,6 +33,11 @@ const std::vector<std::pair<std::string, std::string>>& counter_names() {
   return names;
 }
 
+// The labels every series of a switch port carries (port index = port number - 1).
+Labels switch_port_labels(const std::string& guid, std::size_t idx) {
+  return {{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
+}
+
 }  // namespace
 
 // One directed-route breadth-first search. Every node found is asked for its NodeDescription
@@ -553,8 +558,8 @@ class Sweep : public mad::FanOut {
     if (port_labels.size() != sw.ports.size()) {
       port_labels.clear();
       for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
-        port_labels.push_back(&c_.labels_.arena->sets.emplace_back(
-            label_text({{"node_guid", guid}, {"port", std::to_string(idx + 1)}})));
+        port_labels.push_back(
+            &c_.labels_.arena->sets.emplace_back(label_text(switch_port_labels(guid, idx))));
       }
     }
     for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {
@@ -565,7 +570,6 @@ class Sweep : public mad::FanOut {
         ++ports_ok;
       }
       // One label set for every series of the port, from the cache (adopted by `out`).
-      auto labels = [&] { return Labels{{"node_guid", guid}, {"port", std::to_string(idx + 1)}}; };
       const LabelSet* l = port_labels[idx];
       if (pr.stale_since) {
         ++ports_stale;
@@ -610,7 +614,7 @@ class Sweep : public mad::FanOut {
         const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
         out.counter(name, help, l, v.value);
         if (v.saturated && *v.saturated) {
-          Labels sl = labels();
+          Labels sl = switch_port_labels(guid, idx);
           sl.emplace_back("counter", std::string(v.def->pma_name));
           out.gauge("ibfabric_fabric_port_counters_saturated",
                     "Present (value 1) only for a counter read from 32-bit PortCounters that is "
@@ -619,8 +623,8 @@ class Sweep : public mad::FanOut {
         }
       }
       if (pr.details.empty()) continue;
-      mad::add_detail_counters(out, "ibfabric_fabric_port_", labels(), pr.details,
-                               [this](std::string_view m) { return c_.exported(m); });
+      mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
+                               pr.details, [this](std::string_view m) { return c_.exported(m); });
     }
   }
 
