@@ -176,7 +176,7 @@ TEST(Counters, AdditionalExtendedCountersReplaceBasicErrors) {
 
 // What the fabric collector keeps of an answer between sweeps (the octets the decoders read,
 // the rest zeroed) holds every field the counter decoders read, as the whole answer does.
-TEST(Counters, TheOctetsKeptDecodeLikeTheWholeAnswer) {
+TEST(Counters, TheOctetsKeptHoldEveryFieldTheDecodersRead) {
   Data basic{}, ext{};
   for (std::size_t i = 0; i < basic.size(); ++i) {
     basic[i] = static_cast<std::uint8_t>(0x5a + 7 * i);  // no zero octet
