@@ -54,6 +54,17 @@ struct HistogramValue {
   double sum = 0;
 };
 
+// A family's text, compressed: what the exporter keeps of a large family of a shown snapshot
+// instead of its samples (docs/design.md, "The exposition"). Raw deflate ended by a sync flush
+// (byte-aligned, not final), so that such texts join into one gzip member; the first `header`
+// bytes of the text are the family's HELP and TYPE lines.
+struct DeflatedText {
+  std::string deflated;
+  std::uint32_t crc = 0;     // CRC-32 of the text
+  std::uint64_t length = 0;  // of the text
+  std::uint64_t header = 0;
+};
+
 struct MetricFamily {
   std::string name;
   std::string help;
@@ -61,6 +72,8 @@ struct MetricFamily {
   std::vector<Sample> samples;
   std::vector<HistogramValue> histograms;  // histogram families: histograms[i] of samples[i]
   std::vector<std::shared_ptr<const LabelArena>> arenas;
+  // Set: the family's lines are this text, and samples and histograms are empty.
+  std::shared_ptr<const DeflatedText> text;
 };
 
 using MetricFamilies = std::vector<MetricFamily>;

@@ -161,20 +161,20 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
                             std::to_string(collector.interval.count()) + " " +
                             std::to_string(collector.run_timeout.count()));
     if (!options_.once) {
-      runner->set_preparer(
-          [this](const std::string& name, SnapshotPtr snapshot, std::function<void()> then) {
-            std::vector<std::string> live_names;
-            MetricsBuilder live;
-            for (const auto& fill : live_metrics_) fill(live);
-            for (const auto& family : std::move(live).take()) live_names.push_back(family.name);
-            exporter_.prepare(store_.named(), name, std::move(snapshot), std::move(live_names),
-                              [this, then = std::move(then)] {
-                                boost::asio::post(io_, [this, then] {
-                                  then();  // shown: the old snapshot is dropped
-                                  exporter_.release_replaced();
-                                });
-                              });
-          });
+      runner->set_preparer([this](const std::string& name, SnapshotPtr snapshot,
+                                  std::function<void(SnapshotPtr)> then) {
+        std::vector<std::string> live_names;
+        MetricsBuilder live;
+        for (const auto& fill : live_metrics_) fill(live);
+        for (const auto& family : std::move(live).take()) live_names.push_back(family.name);
+        exporter_.prepare(store_.named(), name, std::move(snapshot), std::move(live_names),
+                          [this, then = std::move(then)](SnapshotPtr ready) {
+                            boost::asio::post(io_, [this, then, ready = std::move(ready)] {
+                              then(ready);  // shown: the old snapshot is dropped
+                              exporter_.release_replaced();
+                            });
+                          });
+      });
     }
     runners.push_back(std::move(runner));
   }

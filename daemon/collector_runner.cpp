@@ -255,8 +255,8 @@ void CollectorRunner::publish(bool success, MetricFamilies metrics) {
     show(std::move(snapshot));
     return;
   }
-  preparer_(name_, snapshot, [self = weak_from_this(), show, snapshot] {
-    if (self.lock()) show(snapshot);
+  preparer_(name_, std::move(snapshot), [self = weak_from_this(), show](SnapshotPtr ready) {
+    if (self.lock()) show(std::move(ready));
   });
 }
 

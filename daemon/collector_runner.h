@@ -52,10 +52,10 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   const std::string& name() const { return name_; }
 
   // Makes a large snapshot ready to serve (the exporter compresses it off the loop) before it
-  // replaces the shown one: `then` is to be called on the loop when it is. Unset: published at
-  // once (--once, tests).
+  // replaces the shown one: `then` is to be called on the loop with what to show. Unset:
+  // published at once (--once, tests).
   using Preparer = std::function<void(const std::string& name, SnapshotPtr snapshot,
-                                      std::function<void()> then)>;
+                                      std::function<void(SnapshotPtr)> then)>;
   void set_preparer(Preparer preparer) { preparer_ = std::move(preparer); }
 
   // What the collector was built from (its config section, interval, deadline); a reload keeps

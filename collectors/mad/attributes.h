@@ -34,28 +34,32 @@ constexpr std::uint32_t kPm2AdditionalExtCounters = 1u << 1;  // error counters 
 // PortInfo.CapabilityMask bit: LinkSpeedExt* fields are valid.
 constexpr std::uint32_t kPortCapExtendedSpeeds = 1u << 14;
 
+// Octets, not ints: a swept switch port keeps one in the topology and one in the memory of
+// last values (28 octets with its optional, 76 with ints).
 struct PortInfo {
   std::uint16_t lid = 0;
   std::uint16_t sm_lid = 0;
-  int lmc = 0;
-  int local_port = 0;
-  int state = 0;       // 1 Down, 2 Init, 3 Armed, 4 Active
-  int phys_state = 0;  // 1 Sleep, 2 Polling, 3 Disabled, 4 Training, 5 LinkUp, 6 ErrorRecovery
+  std::uint8_t lmc = 0;
+  std::uint8_t local_port = 0;
+  std::uint8_t state = 0;  // 1 Down, 2 Init, 3 Armed, 4 Active
+  std::uint8_t phys_state =
+      0;  // 1 Sleep, 2 Polling, 3 Disabled, 4 Training, 5 LinkUp, 6 ErrorRecovery
   std::uint32_t capability_mask = 0;
-  int width_active = 0;  // bit masks as in PortInfo: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X
-  int width_enabled = 0;
-  int width_supported = 0;
-  int speed_active = 0;  // 1 SDR, 2 DDR, 4 QDR
-  int speed_enabled = 0;
-  int speed_supported = 0;
+  std::uint8_t width_active = 0;  // bit masks as in PortInfo: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X
+  std::uint8_t width_enabled = 0;
+  std::uint8_t width_supported = 0;
+  std::uint8_t speed_active = 0;  // 1 SDR, 2 DDR, 4 QDR
+  std::uint8_t speed_enabled = 0;
+  std::uint8_t speed_supported = 0;
   // Capability bit 14: the LinkSpeedExt* fields below are valid. A switch's external ports
   // carry no capability mask; for them it comes from the switch's port 0.
   bool extended_speeds = false;
-  int speed_ext_active = 0;  // 1 FDR, 2 EDR, 4 HDR, 8 NDR (raw; used only if extended_speeds)
-  int speed_ext_enabled = 0;
-  int speed_ext_supported = 0;
-  int neighbor_mtu = 0;  // 1 256, 2 512, 3 1024, 4 2048, 5 4096
-  int mtu_capability = 0;
+  std::uint8_t speed_ext_active =
+      0;  // 1 FDR, 2 EDR, 4 HDR, 8 NDR (raw; used only if extended_speeds)
+  std::uint8_t speed_ext_enabled = 0;
+  std::uint8_t speed_ext_supported = 0;
+  std::uint8_t neighbor_mtu = 0;  // 1 256, 2 512, 3 1024, 4 2048, 5 4096
+  std::uint8_t mtu_capability = 0;
 };
 
 PortInfo decode_port_info(const std::uint8_t* data);

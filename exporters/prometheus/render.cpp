@@ -87,6 +87,54 @@ class Deflater {
   std::uint64_t length_ = 0;
 };
 
+// Reads a DeflatedText back, after its HELP/TYPE lines, a bounded step at a time.
+class Inflater {
+ public:
+  explicit Inflater(const DeflatedText& text) : text_(text), skip_(text.header) {
+    if (inflateInit2(&z_, -15) != Z_OK) throw std::runtime_error("inflateInit2 failed");
+    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text.deflated.data()));
+    z_.avail_in = static_cast<uInt>(text.deflated.size());
+  }
+  ~Inflater() { inflateEnd(&z_); }
+  Inflater(const Inflater&) = delete;
+  Inflater& operator=(const Inflater&) = delete;
+
+  // Appends the text until `out` holds `limit` bytes or the text ends; true when it ended.
+  bool read(std::string& out, std::size_t limit) {
+    unsigned char buffer[16384];
+    while (produced_ < text_.length) {
+      std::uint64_t want = sizeof buffer;
+      if (skip_ > 0) {
+        want = std::min(want, skip_);
+      } else if (out.size() >= limit) {
+        return false;
+      } else {
+        want = std::min<std::uint64_t>(want, limit - out.size());
+      }
+      z_.next_out = buffer;
+      z_.avail_out = static_cast<uInt>(want);
+      int rc = inflate(&z_, Z_SYNC_FLUSH);
+      auto n = static_cast<std::size_t>(want - z_.avail_out);
+      if ((rc != Z_OK && rc != Z_BUF_ERROR) || n == 0) {
+        throw std::runtime_error("a kept family's text does not inflate to its length");
+      }
+      produced_ += n;
+      if (skip_ > 0) {
+        skip_ -= n;
+      } else {
+        out.append(reinterpret_cast<const char*>(buffer), n);
+      }
+    }
+    return true;
+  }
+
+ private:
+  const DeflatedText& text_;
+  z_stream z_{};
+  std::uint64_t skip_;  // of the header, still to be read past
+  std::uint64_t produced_ = 0;
+};
+
 void append_number(std::string& out, double value) {
   if (std::isnan(value)) {
     out += "NaN";
@@ -179,6 +227,8 @@ struct Piece {
   const Snapshot* owner = nullptr;  // null: rendered per scrape
   std::size_t begin = 0, end = 0;   // owner's families [begin, end)
   std::vector<Group> groups;
+  // One family of one snapshot, kept as deflated text: its gzip is that text as it is.
+  const DeflatedText* text = nullptr;
 };
 
 // `all`: every snapshot of the store, so that a snapshot's runs are the same in a filtered and
@@ -212,8 +262,10 @@ std::vector<Piece> plan(const std::vector<const Snapshot*>& all,
   std::vector<Piece> pieces;
   for (auto& slot : slots) {
     Piece* last = pieces.empty() ? nullptr : &pieces.back();
-    if (!(last && last->owner == slot.owner && (!slot.owner || last->end == slot.index))) {
-      pieces.push_back(Piece{slot.owner, slot.index, slot.index, {}});
+    const DeflatedText* text = slot.owner ? slot.families.front()->text.get() : nullptr;
+    if (text || !(last && !last->text && last->owner == slot.owner &&
+                  (!slot.owner || last->end == slot.index))) {
+      pieces.push_back(Piece{slot.owner, slot.index, slot.index, {}, text});
       last = &pieces.back();
     }
     last->end = slot.index + 1;
@@ -226,6 +278,7 @@ std::vector<Piece> plan(const std::vector<const Snapshot*>& all,
 struct Cursor {
   std::size_t group = 0, member = 0, sample = 0;
   bool header_done = false;
+  std::unique_ptr<Inflater> inflater;  // of the member, when it is kept deflated
 };
 
 // Appends the piece's text from `at` until `out` holds `limit` bytes or the piece ends; true
@@ -241,6 +294,12 @@ bool render_some(const Piece& piece, Cursor& at, std::string& out, std::size_t l
     for (; at.member < group.size(); ++at.member, at.sample = 0) {
       const MetricFamily& family = *group[at.member];
       if (family.type != first.type) continue;
+      if (family.text) {
+        if (!at.inflater) at.inflater = std::make_unique<Inflater>(*family.text);
+        if (!at.inflater->read(out, limit)) return false;
+        at.inflater.reset();
+        continue;
+      }
       std::size_t n = family.samples.size();
       if (first.type == prometheus::MetricType::Histogram)
         n = std::min(n, family.histograms.size());
@@ -249,7 +308,7 @@ bool render_some(const Piece& piece, Cursor& at, std::string& out, std::size_t l
         if (out.size() >= limit) return false;
       }
     }
-    at = Cursor{at.group + 1};
+    at = Cursor{at.group + 1, 0, 0, false, nullptr};
   }
   return true;
 }
@@ -273,6 +332,9 @@ constexpr std::size_t kTrimAfter = 256 << 10;
 // Snapshots with at least this many samples are compressed before they are shown (about 1 MB
 // of text); smaller ones cost a scrape less than a millisecond.
 constexpr std::size_t kPrepareSamples = 10000;
+// Families of a prepared snapshot with at least this many samples are kept as compressed text
+// only (inflated for a plain-text scrape); smaller ones keep their samples.
+constexpr std::size_t kDeflateFamilySamples = 256;
 
 }  // namespace
 
@@ -388,9 +450,7 @@ struct Exporter::Segment {
   std::weak_ptr<const Snapshot> snapshot;
   const Snapshot* key = nullptr;
   std::size_t begin = 0, end = 0;
-  std::string deflated;  // raw deflate, sync-flushed (see Deflater)
-  uLong crc = 0;
-  std::uint64_t length = 0;  // of the text
+  DeflatedText text;  // without a header to skip: a run's gzip is only ever copied
 };
 
 // Shared by the loop's scrapes and the worker's prepare(); entries are immutable once in.
@@ -419,7 +479,7 @@ struct Exporter::Cache {
     std::lock_guard lock(mutex);
     std::erase_if(segments, [&](const auto& s) {
       bool gone = s->snapshot.expired();
-      if (gone) released += s->deflated.size();
+      if (gone) released += s->text.deflated.size();
       return gone;
     });
     return released >= kTrimAfter;
@@ -428,7 +488,22 @@ struct Exporter::Cache {
 
 namespace {
 
-// One piece's gzip: compressed from its text a slice at a time.
+// Compresses the rest of `piece` from `at` after what `text` holds already, a slice at a time.
+void compress(const Piece& piece, Cursor& at, Deflater& deflater, std::string& text,
+              DeflatedText& into) {
+  deflater.begin(&into.deflated);
+  for (bool ended = false; !ended;) {
+    ended = render_some(piece, at, text, kSlice);
+    deflater.write(text);
+    text.clear();
+  }
+  deflater.end();
+  into.crc = static_cast<std::uint32_t>(deflater.crc());
+  into.length = deflater.length();
+  into.deflated.shrink_to_fit();
+}
+
+// One piece's gzip, to be kept while its snapshot is held.
 std::shared_ptr<Exporter::Segment> start_segment(const Piece& piece, const SnapshotPtr& owner) {
   auto s = std::make_shared<Exporter::Segment>();
   s->snapshot = owner;
@@ -490,7 +565,8 @@ class ScrapeStream : public ScrapeBody {
   void next_piece() {
     ++piece_;
     cursor_ = Cursor{};
-    kept_.reset();
+    kept_ = nullptr;
+    kept_holder_.reset();
     building_.reset();
     deflater_.reset();  // 268 KiB of zlib state, held only while a piece is compressed
     emitted_ = 0;
@@ -498,7 +574,16 @@ class ScrapeStream : public ScrapeBody {
 
   void step_gzip(std::string& out, std::size_t start) {
     const Piece& piece = pieces_[piece_];
-    if (!kept_ && !building_ && piece.owner) kept_ = cache_->find(piece);
+    if (!kept_ && !building_) {
+      if (piece.text) {
+        kept_ = piece.text;  // the family's kept text; held_ keeps it alive
+      } else if (piece.owner) {
+        if (auto segment = cache_->find(piece)) {
+          kept_holder_ = segment;
+          kept_ = &segment->text;
+        }
+      }
+    }
     if (kept_) {
       std::size_t n = std::min(kept_->deflated.size() - emitted_, start + kSlice - out.size());
       out.append(kept_->deflated, emitted_, n);
@@ -510,13 +595,13 @@ class ScrapeStream : public ScrapeBody {
       }
       return;
     }
-    if (!building_) {
+    if (!deflater_) {
       // Not kept (a small snapshot, or a scrape before prepare() ended): compressed here, and
       // kept for the next scrapes when it belongs to one snapshot.
       building_ = piece.owner ? start_segment(piece, owner_of(piece)) : nullptr;
       scratch_.clear();
       deflater_.emplace();
-      deflater_->begin(building_ ? &building_->deflated : &scratch_);
+      deflater_->begin(building_ ? &building_->text.deflated : &scratch_);
       emitted_ = 0;
     }
     text_.clear();
@@ -524,7 +609,7 @@ class ScrapeStream : public ScrapeBody {
     work_ += text_.size();
     deflater_->write(text_);
     if (ended) deflater_->end();
-    std::string& produced = building_ ? building_->deflated : scratch_;
+    std::string& produced = building_ ? building_->text.deflated : scratch_;
     out.append(produced, emitted_, std::string::npos);
     emitted_ = produced.size();
     if (!building_) {
@@ -535,9 +620,9 @@ class ScrapeStream : public ScrapeBody {
       crc_ = crc32_combine(crc_, deflater_->crc(), static_cast<z_off_t>(deflater_->length()));
       length_ += deflater_->length();
       if (building_) {
-        building_->crc = deflater_->crc();
-        building_->length = deflater_->length();
-        building_->deflated.shrink_to_fit();
+        building_->text.crc = static_cast<std::uint32_t>(deflater_->crc());
+        building_->text.length = deflater_->length();
+        building_->text.deflated.shrink_to_fit();
         cache_->insert(std::move(building_));
       }
       next_piece();
@@ -560,10 +645,11 @@ class ScrapeStream : public ScrapeBody {
   bool started_ = false, done_ = false;
   std::size_t piece_ = 0;
   Cursor cursor_;
-  std::shared_ptr<const Exporter::Segment> kept_;  // the gzip of the current piece, kept
-  std::shared_ptr<Exporter::Segment> building_;    // or being compressed for keeping
-  std::size_t emitted_ = 0;                        // bytes of it already in the body
-  std::size_t work_ = 0;                           // text compressed in this step
+  const DeflatedText* kept_ = nullptr;                    // the gzip of the current piece, kept
+  std::shared_ptr<const Exporter::Segment> kept_holder_;  // what holds it, when a segment
+  std::shared_ptr<Exporter::Segment> building_;           // or being compressed for keeping
+  std::size_t emitted_ = 0;                               // bytes of it already in the body
+  std::size_t work_ = 0;                                  // text compressed in this step
   std::string text_, scratch_;
   uLong crc_ = 0;
   std::uint64_t length_ = 0;
@@ -589,15 +675,18 @@ Exporter::~Exporter() {
 std::size_t Exporter::cached_bytes() const {
   std::lock_guard lock(cache_->mutex);
   std::size_t n = 0;
-  for (const auto& s : cache_->segments) n += s->deflated.capacity();
+  for (const auto& s : cache_->segments) n += s->text.deflated.capacity();
   return n;
 }
 
 void Exporter::release_replaced() {
-  // malloc_trim walks the whole heap and holds each arena's lock meanwhile (tens of ms at
-  // 50,000 ports): on the worker, right after a swap, rather than in the next scrape.
+  // The replaced snapshot's text and the shown one's samples are freed by now; glibc would keep
+  // the heap (the peak of a sweep staying resident). malloc_trim walks the whole heap and holds
+  // each arena's lock meanwhile (tens of ms at 50,000 ports): on the worker, right after a
+  // swap, rather than in the next scrape.
   boost::asio::post(worker_, [cache = cache_] {
-    if (cache->prune()) malloc_trim(0);
+    cache->prune();
+    malloc_trim(0);
   });
 }
 
@@ -608,37 +697,55 @@ bool Exporter::worth_preparing(const Snapshot& snapshot) {
 }
 
 void Exporter::prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-                       std::vector<std::string> live_names, std::function<void()> done) {
-  std::vector<SnapshotPtr> all;
+                       std::vector<std::string> live_names, std::function<void(SnapshotPtr)> done) {
+  std::vector<SnapshotPtr> others;
   for (const auto& [n, s] : current) {
-    if (s && n != name) all.push_back(s);
+    if (s && n != name) others.push_back(s);
   }
-  all.push_back(snapshot);
-  boost::asio::post(worker_, [cache = cache_, all = std::move(all), snapshot = std::move(snapshot),
-                              live_names = std::move(live_names), done = std::move(done)] {
-    if (cache->prune()) malloc_trim(0);
-    std::vector<const Snapshot*> everything;
-    for (const auto& s : all) everything.push_back(s.get());
-    Deflater deflater;
-    std::string text;
-    for (const auto& piece : plan(everything, {snapshot.get()}, nullptr, live_names)) {
-      if (!piece.owner || cache->find(piece)) continue;
-      auto segment = start_segment(piece, snapshot);
-      deflater.begin(&segment->deflated);
-      Cursor at;
-      for (bool ended = false; !ended;) {
-        text.clear();
-        ended = render_some(piece, at, text, kSlice);
-        deflater.write(text);
-      }
-      deflater.end();
-      segment->crc = deflater.crc();
-      segment->length = deflater.length();
-      segment->deflated.shrink_to_fit();
-      cache->insert(std::move(segment));
-    }
-    done();
-  });
+  boost::asio::post(
+      worker_, [cache = cache_, others = std::move(others), snapshot = std::move(snapshot),
+                live_names = std::move(live_names), done = std::move(done)]() mutable {
+        if (cache->prune()) malloc_trim(0);
+        Deflater deflater;
+        std::string text;
+        // Large families are kept only as their compressed text: the shown snapshot no longer
+        // holds samples beside the one being built (docs/design.md, "The exposition").
+        auto kept = std::make_shared<Snapshot>();
+        kept->families.reserve(snapshot->families.size());
+        for (const auto& family : snapshot->families) {
+          if (family.samples.size() < kDeflateFamilySamples) {
+            kept->families.push_back(family);
+            continue;
+          }
+          auto& to = kept->families.emplace_back();
+          to.name = family.name;
+          to.help = family.help;
+          to.type = family.type;
+          auto deflated = std::make_shared<DeflatedText>();
+          text.clear();
+          append_header(text, family);
+          deflated->header = text.size();
+          Cursor at;
+          at.header_done = true;
+          compress(Piece{nullptr, 0, 0, {{&family}}}, at, deflater, text, *deflated);
+          to.text = std::move(deflated);
+        }
+        snapshot.reset();  // its samples go now, before it is shown
+        // The runs of smaller families that are this snapshot's alone, as a scrape plans them.
+        std::vector<const Snapshot*> everything;
+        for (const auto& s : others) everything.push_back(s.get());
+        everything.push_back(kept.get());
+        for (const auto& piece : plan(everything, {kept.get()}, nullptr, live_names)) {
+          if (!piece.owner || piece.text || cache->find(piece)) continue;
+          auto segment = start_segment(piece, kept);
+          Cursor at;
+          text.clear();
+          compress(piece, at, deflater, text, segment->text);
+          cache->insert(std::move(segment));
+        }
+        others.clear();
+        done(std::move(kept));
+      });
 }
 
 ScrapeResponse Exporter::scrape(const ScrapeRequest& request, const NamedSnapshots& snapshots,

@@ -4,9 +4,10 @@
 // Exporter serves it as text or gzip, filtered by node_exporter's `collect[]`/`exclude[]`
 // parameters, as a stream: the body is produced a slice at a time while the socket takes it,
 // so no scrape holds its whole text. A scrape holds the snapshots it started with, so it is one
-// snapshot per collector however long the client takes. What is kept between scrapes is the
-// gzip of each large snapshot, compressed ahead of time off the loop (prepare()), so the first
-// scrape after a sweep costs what the later ones do (docs/design.md, "The exposition").
+// snapshot per collector however long the client takes. A large snapshot is compressed ahead
+// of time off the loop (prepare()), so the first scrape after a sweep costs what the later ones
+// do, and is then shown as that compressed text instead of its samples (docs/design.md, "The
+// exposition").
 
 #include "collectors/metrics.h"
 
@@ -76,11 +77,13 @@ class Exporter {
                         const std::vector<std::string>& collectors,
                         const std::vector<LiveMetrics>& live);
 
-  // Compresses what a scrape would take from `snapshot` (to replace `name`'s in `current`) on
-  // the exporter's worker thread, then calls `done` there. `live_names`: the live families'
-  // names (they decide which families are the snapshot's alone, as in a scrape).
+  // On the exporter's worker thread: makes of `snapshot` (to replace `name`'s in `current`)
+  // the snapshot to show, whose large families are their text compressed (DeflatedText) and
+  // whose other runs of families are compressed into the cache, then drops `snapshot` and calls
+  // `done` with it there. `live_names`: the live families' names (they decide which families
+  // are the snapshot's alone, as in a scrape).
   void prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-               std::vector<std::string> live_names, std::function<void()> done);
+               std::vector<std::string> live_names, std::function<void(SnapshotPtr)> done);
   // After a prepared snapshot replaced the shown one: forgets the old one's gzip and hands
   // the freed heap back to the kernel, on the worker thread.
   void release_replaced();

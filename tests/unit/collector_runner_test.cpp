@@ -181,9 +181,10 @@ TEST(CollectorRunnerTest, APreparedSnapshotNeverReplacesANewerOne) {
   auto runner = std::make_shared<CollectorRunner>(
       io, "gate", 20ms, 0ns, std::make_unique<LargeThenSmallCollector>(), store);
   std::function<void()> held;
-  runner->set_preparer([&](const std::string&, SnapshotPtr, std::function<void()> then) {
-    held = std::move(then);  // the exporter is still compressing it
-  });
+  runner->set_preparer(
+      [&](const std::string&, SnapshotPtr snapshot, std::function<void(SnapshotPtr)> then) {
+        held = [snapshot, then] { then(snapshot); };  // the exporter is still compressing it
+      });
   runner->start();
   ASSERT_TRUE(run_until(io, [&] { return held && value(snapshot_of(store), "test_value", {}); }));
   EXPECT_EQ(value(snapshot_of(store), "test_value", {}), 2);  // run 1 waits, run 2 is shown
