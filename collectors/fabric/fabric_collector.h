@@ -93,14 +93,14 @@ class FabricCollector final : public Collector {
     TimePoint port_info_at, basic_at, extended_at;
     std::vector<TimePoint> details_at;
   };
-  // An attribute's data between sweeps: only the octets the counter decoders read, without
-  // trailing zeros (reserved and unused fields are most of a PMA attribute's 192), in the
-  // switch's one buffer (no allocation per port and attribute), and the size it is restored
-  // to, zero-filled, when used.
+  // An attribute's data between sweeps: only the octets the counter decoders read (reserved
+  // and unused fields are most of a PMA attribute's 192), packed without their zero octets
+  // (pack_octets), in the switch's one buffer (no allocation per port and attribute), and the
+  // size it is restored to, zero-filled, when used.
   struct Kept {
-    std::uint32_t offset = 0;  // into SwitchMemory::bytes
-    std::uint16_t stored = 0;  // octets kept there
-    std::uint16_t size = 0;    // 0: nothing kept
+    std::uint32_t offset = 0;   // into SwitchMemory::bytes
+    std::uint16_t covered = 0;  // octets packed there
+    std::uint16_t size = 0;     // 0: nothing kept
     TimePoint at;
   };
   struct PortMemory {

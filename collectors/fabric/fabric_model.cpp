@@ -3,6 +3,7 @@
 #include "collectors/stable_hash.h"
 
 #include <algorithm>
+#include <bit>
 #include <set>
 
 namespace ibfabric::fabric {
@@ -128,6 +129,31 @@ void Topology::carry_missed(const Topology& previous,
     nodes_.emplace(guid, std::move(node));
   }
   links_.insert(carried.begin(), carried.end());
+}
+
+void pack_octets(const std::uint8_t* data, std::size_t covered, std::vector<std::uint8_t>& out) {
+  const std::size_t bitmap = out.size();
+  out.resize(bitmap + (covered + 7) / 8, 0);
+  for (std::size_t i = 0; i < covered; ++i) {
+    if (data[i] == 0) continue;
+    out[bitmap + i / 8] = static_cast<std::uint8_t>(out[bitmap + i / 8] | (1u << (i % 8)));
+    out.push_back(data[i]);
+  }
+}
+
+std::size_t packed_size(const std::uint8_t* packed, std::size_t covered) {
+  std::size_t n = (covered + 7) / 8;
+  for (std::size_t b = 0; b < (covered + 7) / 8; ++b) n += std::popcount(packed[b]);
+  return n;
+}
+
+void unpack_octets(const std::uint8_t* packed, std::size_t covered, std::size_t size,
+                   std::vector<std::uint8_t>& to) {
+  to.assign(std::max(size, covered), 0);
+  const std::uint8_t* value = packed + (covered + 7) / 8;
+  for (std::size_t i = 0; i < covered; ++i) {
+    if (packed[i / 8] & (1u << (i % 8))) to[i] = *value++;
+  }
 }
 
 std::vector<const Node*> Topology::switches() const {

@@ -27,6 +27,16 @@ std::uint64_t stable_guid_hash(std::uint64_t guid);
 // Whether the node with `guid` belongs to shard `shard` of `shards` (shards >= 1).
 bool in_shard(std::uint64_t guid, int shard, int shards);
 
+// The memory of last values keeps a counter attribute packed: of its first `covered` octets, a
+// bitmap of those that are not zero, then those octets. Error counters are mostly zero and
+// wide counters start with zero octets, so most of an attribute is not stored.
+void pack_octets(const std::uint8_t* data, std::size_t covered, std::vector<std::uint8_t>& out);
+// Octets a packing of `covered` octets takes, read from its bitmap.
+std::size_t packed_size(const std::uint8_t* packed, std::size_t covered);
+// `size` octets into `to`: the `covered` packed ones, then zeros.
+void unpack_octets(const std::uint8_t* packed, std::size_t covered, std::size_t size,
+                   std::vector<std::uint8_t>& to);
+
 struct Node {
   std::uint64_t guid = 0;
   int type = 0;  // IB_NODE_CA, IB_NODE_SWITCH or IB_NODE_ROUTER

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include <vector>
 
 namespace ibfabric::fabric {
@@ -224,6 +226,34 @@ TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
   EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
   EXPECT_STREQ(mad::node_type_name(IB_NODE_SWITCH), "switch");
   EXPECT_STREQ(mad::node_type_name(IB_NODE_CA), "CA");
+}
+
+// The memory of last values packs an attribute without its zero octets and gives back every
+// covered octet as it was, zeros after them up to the attribute's size, whatever the pattern.
+TEST(PackedOctets, RoundTripKeepsEveryCoveredOctetAndDropsTheZeros) {
+  std::mt19937 random(7);
+  for (std::size_t covered : {0u, 1u, 7u, 8u, 9u, 44u, 184u}) {
+    for (int zeros_in_8 : {0, 4, 7, 8}) {
+      std::vector<std::uint8_t> data(192);
+      for (auto& octet : data) {
+        bool zero = static_cast<int>(random() % 8) < zeros_in_8;
+        octet = zero ? 0 : static_cast<std::uint8_t>(1 + random() % 255);
+      }
+      std::vector<std::uint8_t> packed{0xee};  // what the buffer held before is left alone
+      pack_octets(data.data(), covered, packed);
+      std::size_t nonzero = 0;
+      for (std::size_t i = 0; i < covered; ++i) nonzero += data[i] != 0;
+      ASSERT_EQ(packed.size(), 1 + (covered + 7) / 8 + nonzero) << covered;
+      EXPECT_EQ(packed[0], 0xee);
+      EXPECT_EQ(packed_size(packed.data() + 1, covered), packed.size() - 1);
+      std::vector<std::uint8_t> back{1, 2, 3};
+      unpack_octets(packed.data() + 1, covered, data.size(), back);
+      ASSERT_EQ(back.size(), data.size());
+      for (std::size_t i = 0; i < data.size(); ++i) {
+        ASSERT_EQ(back[i], i < covered ? data[i] : 0) << "octet " << i << " of " << covered;
+      }
+    }
+  }
 }
 
 }  // namespace
