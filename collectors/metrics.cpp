@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <unordered_set>
 
 namespace ibfabric {
 
@@ -148,13 +149,23 @@ void MetricsBuilder::add_family(const MetricFamily& from) {
 }
 
 MetricFamilies MetricsBuilder::take() && {
+  // Adopted arenas go only to families with a sample outside this builder's own sets: a small
+  // family of a shown snapshot would otherwise keep a collector's replaced cache alive.
+  std::unordered_set<const LabelSet*> own;
+  if (!adopted_.empty()) {
+    for (const auto& entry : interned_) own.insert(entry.second);
+  }
   for (auto& fam : families_) {
     fam.samples.shrink_to_fit();
     if (fam.samples.empty()) continue;
     add_arena(fam, arena_);
+    bool foreign = std::any_of(fam.samples.begin(), fam.samples.end(),
+                               [&](const Sample& s) { return !own.contains(s.labels); });
+    if (!foreign) continue;
     for (const auto& arena : adopted_) add_arena(fam, arena);
   }
   interned_.clear();
+  adopted_.clear();
   return std::move(families_);
 }
 

@@ -148,6 +148,31 @@ TEST(MetricsBuilder, ReusesCachedFamiliesAndLabelSetsAndKeepsThemAlive) {
   EXPECT_EQ(render_text({shown}, {}), render_text({snapshot(std::move(direct))}, {}));
 }
 
+// A family whose samples all use the builder's own label sets does not keep an adopted arena:
+// a small family of a shown snapshot must not hold a collector's replaced label cache.
+TEST(MetricsBuilder, AnAdoptedArenaStaysOnlyWithTheFamiliesThatUseIt) {
+  auto cache_arena = std::make_shared<LabelArena>();
+  const LabelSet* port = &cache_arena->sets.emplace_back(label_text({{"port", "1"}}));
+  MetricsBuilder b;
+  b.adopt(cache_arena);
+  b.counter("per_port_total", "uses the cache", port, 5);
+  b.gauge("per_switch", "own labels only", {{"switch", "a"}}, 1);
+  auto families = std::move(b).take();
+  std::weak_ptr<LabelArena> alive = cache_arena;
+  cache_arena.reset();
+  ASSERT_EQ(families.size(), 2u);
+  auto per_switch = families[1];
+  families.pop_back();
+  EXPECT_FALSE(alive.expired());  // per_port_total holds it
+  families.clear();
+  EXPECT_TRUE(alive.expired()) << "per_switch kept the adopted arena";
+  auto shown = std::make_shared<Snapshot>();
+  shown->families.push_back(per_switch);
+  EXPECT_EQ(
+      render_text({shown}, {}),
+      "# HELP per_switch own labels only\n# TYPE per_switch gauge\nper_switch{switch=\"a\"} 1\n");
+}
+
 TEST(LabelSet, ReadsBackEscapedValues) {
   MetricsBuilder b;
   Labels labels{{"desc", "node \"a\"\\b\nc"}, {"empty", ""}, {"eq", "a=b,c"}};
