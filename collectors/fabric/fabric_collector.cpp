@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <deque>
 
 namespace ibfabric::fabric {
 namespace {
@@ -44,7 +45,7 @@ Labels switch_port_labels(const std::string& guid, std::size_t idx) {
 // (and a switch for its port 0 PortInfo) and, if it is a switch, for the PortInfo of every
 // port; through every port whose physical state is LinkUp and whose far end is not known yet
 // goes a NodeInfo one hop further. A GUID seen before ends that branch but still records the
-// link (both ends). All of it is in flight at once; the engine paces it.
+// link (both ends). The engine paces it; the PortInfo queries wait here for room (below).
 class Discovery : public mad::FanOut {
  public:
   // The topology found, and how many of the discovery's queries failed.
@@ -69,7 +70,30 @@ class Discovery : public mad::FanOut {
                   } else {
                     ++failed_;
                   }
+                  --asking_;
+                  ask_port_infos();
                 });
+    ++asking_;
+  }
+
+  // PortInfo queries are handed to the engine kPortInfosOut at a time, one port of each waiting
+  // node in turn: a level of a fat tree asked at once queued one request per port (about 1 KiB
+  // each, 25,000 of them at 50,000 switch ports), and taking turns spreads the queries out over
+  // many destinations, which the engine serves 4 at a time each.
+  static constexpr int kPortInfosOut = 256;
+  struct WaitingPorts {
+    std::uint64_t guid;
+    std::shared_ptr<const std::vector<std::uint8_t>> route;
+    int next, last;  // ports next..last are still to be asked
+  };
+
+  void ask_port_infos() {
+    while (asking_ < kPortInfosOut && !waiting_.empty()) {
+      WaitingPorts w = std::move(waiting_.front());
+      waiting_.pop_front();
+      port_info(w.guid, w.next, w.route);
+      if (w.next++ < w.last) waiting_.push_back(std::move(w));
+    }
   }
 
   void settled() override {
@@ -108,7 +132,7 @@ class Discovery : public mad::FanOut {
           node->description = r.get_string(IB_NODE_DESC_F);
           node->description_read = true;
         });
-    std::vector<int> ports;
+    int first = 1, last = 0;
     if (type == IB_NODE_SWITCH) {
       ask("switch_port_info", subject, mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, 0),
           [this, guid](const mad::Response& r) {
@@ -116,35 +140,45 @@ class Discovery : public mad::FanOut {
             node->lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
             node->port0_capability_mask = r.get(IB_PORT_CAPMASK_F);
           });
-      for (int p = 1; p <= num_ports; ++p) ports.push_back(p);
+      last = num_ports;
     } else if (route.empty()) {
       // The local CA: leave only through the engine's default port. Other CAs are leaves.
-      ports.push_back(local_port_);
+      first = last = local_port_;
     }
-    if (static_cast<int>(route.size()) >= c_.config_.max_hops) return;
-    for (int p : ports) {
-      ask("port_info", subject,
-          mad::Request::smp_get(dest, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(p)),
-          [this, guid, p, route](const mad::Response& r) {
-            if (route.empty()) topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
-            auto& infos = topology_->find(guid)->port_info;
-            if (static_cast<std::size_t>(p) <= infos.size()) {
-              infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
-            }
-            if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
-            // The far end is known when this port is the one the node was entered by, or when
-            // the node behind it already asked through its side of the cable (libibnetdisc
-            // skips the first; a fat tree's inter-switch cables are the second): one NodeInfo
-            // per cable instead of two.
-            if (topology_->links().count({guid, p})) return;
-            auto next = route;
-            next.push_back(static_cast<std::uint8_t>(p));
-            node_info(std::move(next), guid, p);
-          });
-    }
+    if (static_cast<int>(route.size()) >= c_.config_.max_hops || first > last) return;
+    waiting_.push_back(
+        WaitingPorts{guid, std::make_shared<const std::vector<std::uint8_t>>(route), first, last});
+    ask_port_infos();
+  }
+
+  void port_info(std::uint64_t guid, int p,
+                 const std::shared_ptr<const std::vector<std::uint8_t>>& route_of_node) {
+    const auto& route = *route_of_node;
+    ask("port_info", hex_guid(guid),
+        mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_PORT_INFO,
+                              static_cast<std::uint32_t>(p)),
+        [this, guid, p, route_of_node](const mad::Response& r) {
+          const auto& route = *route_of_node;
+          if (route.empty()) topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
+          auto& infos = topology_->find(guid)->port_info;
+          if (static_cast<std::size_t>(p) <= infos.size()) {
+            infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
+          }
+          if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
+          // The far end is known when this port is the one the node was entered by, or when
+          // the node behind it already asked through its side of the cable (libibnetdisc
+          // skips the first; a fat tree's inter-switch cables are the second): one NodeInfo
+          // per cable instead of two.
+          if (topology_->links().count({guid, p})) return;
+          auto next = route;
+          next.push_back(static_cast<std::uint8_t>(p));
+          node_info(std::move(next), guid, p);
+        });
   }
 
   FabricCollector& c_;
+  int asking_ = 0;  // queries of this discovery not settled yet
+  std::deque<WaitingPorts> waiting_;
   int local_port_ = 0;
   int failed_ = 0;
   Finished finished_;
