@@ -76,10 +76,10 @@ class Discovery : public mad::FanOut {
     ++asking_;
   }
 
-  // PortInfo queries are handed to the engine kPortInfosOut at a time, one port of each waiting
-  // node in turn: a level of a fat tree asked at once queued one request per port (about 1 KiB
-  // each, 25,000 of them at 50,000 switch ports), and taking turns spreads the queries out over
-  // many destinations, which the engine serves 4 at a time each.
+  // A PortInfo query is handed to the engine only while fewer than kPortInfosOut of the
+  // discovery's queries are out, one port of each waiting node in turn: a level of a fat tree
+  // asked at once queued a request (about 1 KiB) per port of the level, and taking turns spreads
+  // the queries out over many destinations, which the engine serves 4 at a time each.
   static constexpr int kPortInfosOut = 256;
   struct WaitingPorts {
     std::uint64_t guid;
