@@ -256,9 +256,8 @@ class Sweep : public mad::FanOut {
  private:
   // Switches whose queries are out at once. Queuing every query of a large fabric at once held
   // them all in memory (about 1 KiB per switch port at 50,000 ports) and could pass the
-  // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default; with 16
-  // switches the steady sweep of 1,632 ports measured about 6 % slower than with every query
-  // queued (docs/benchmarks.md): a switch near its end leaves slots unused.
+  // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default: 16
+  // switches can fill them (docs/benchmarks.md has what the window costs in speed).
   static constexpr std::size_t kSwitchesInFlight = 16;
   // Queries of one switch handed to the engine at once: more than the 4 it keeps out per
   // destination, so that it always has the next at hand, but not every port's. Each waiting
