@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
+#include <functional>
 
 namespace ibfabric::state {
 
@@ -68,15 +69,19 @@ void StateStore::reject(const std::string& why) {
 void StateStore::save(State state) {
   if (!enabled() || writer_.busy()) return;
   auto now = Clock::now();
+  // The last state written is known by a hash of its text without the time it was saved: a
+  // copy of it cost about 140 octets per remembered cable for as long as the daemon runs.
+  const double saved = state.saved;
+  state.saved = 0;
+  const std::size_t fingerprint = std::hash<std::string>{}(serialize(state));
   if (last_written_) {
-    State previous = *last_written_;
-    previous.saved = state.saved;
-    if (previous == state) return;
+    if (*last_written_ == fingerprint) return;
     if (now - last_write_ < kMinWriteInterval) return;
   }
+  state.saved = saved;
   last_write_ = now;
   auto content = serialize(state);
-  last_written_ = std::move(state);
+  last_written_ = fingerprint;
   auto error = writer_.start([this, path = path_, content = std::move(content)]() -> OffLoop::Then {
     auto why = write_atomically(path, content);
     return [this, why = std::move(why)] {

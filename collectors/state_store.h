@@ -59,7 +59,7 @@ class StateStore {
   std::string path_;
   std::string collector_;
   OffLoop writer_;
-  std::optional<State> last_written_;
+  std::optional<std::size_t> last_written_;  // hash of what was written, `saved` left out
   std::chrono::steady_clock::time_point last_write_{};
   std::uint64_t ignored_ = 0;
   std::uint64_t writes_ = 0;
