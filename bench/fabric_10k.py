@@ -39,7 +39,9 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            sweep, or the largest VmRSS sampled every 20 ms if larger) and median RSS over
            --mem-window seconds of sweeps every --steady-interval while scraped every 2 s:
            gzip, every Nth scrape plain text (--mem-text-every N; 0: gzip only); beside an
-           idle daemon (no collector) scraped the same way; KiB per swept switch port.
+           idle daemon (no collector) scraped the same way; KiB per swept switch port. The
+           sweeping daemon keeps its link memory in a state directory, as under the shipped
+           unit (since 2026-11-25 night; earlier figures were read without one).
 
 Everything it starts (ibsim, opensm, daemons, Prometheus) is ended by PID when it ends.
 
@@ -104,9 +106,14 @@ def write(path, text):
 
 
 def daemon_config(f, name, interval="1h", rediscover=1000, shards=1, shard=0, counters="all",
-                  fabric=True, rate_limit=0):
+                  fabric=True, rate_limit=0, state=False):
     text = "mad: {rate_limit: %d, max_queued: %d}\ncollectors:\n  sysfs: {enabled: false}\n" \
            "  ports: {enabled: false}\n" % (rate_limit, MAX_QUEUED)
+    if state:
+        # As under the shipped unit (StateDirectory=): the link memory is written to disk.
+        directory = os.path.join(f.workdir, name + "-state")
+        os.makedirs(directory, exist_ok=True)
+        text = "state_directory: %s\n" % directory + text
     if fabric:
         text += ("  fabric: {enabled: true, interval: %s, rediscover_every: %d, shards: %d, "
                  "shard: %d, counters: %s}\n" % (interval, rediscover, shards, shard, counters))
@@ -411,7 +418,7 @@ def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1)
     with f.daemon(["--config", idle_cfg], host=host) as d:
         idle = memory_window(f, d, min(window, 30), lambda: time.sleep(2), text_every[0])
     show("idle", idle)
-    cfg = daemon_config(f, "mem", interval=interval, rediscover=10, shards=shards)
+    cfg = daemon_config(f, "mem", interval=interval, rediscover=10, shards=shards, state=True)
     for every in text_every:
         with f.daemon(["--config", cfg, "--log.level", "debug"], host=host) as d:
             def ready():
