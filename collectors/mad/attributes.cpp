@@ -77,26 +77,28 @@ const char* node_type_name(int type) {
 }
 
 PortInfo decode_port_info(const std::uint8_t* d) {
+  // Every field below is at most 8 bits wide.
+  auto octet = [d](enum MAD_FIELDS field) { return static_cast<std::uint8_t>(get(d, field)); };
   PortInfo pi;
   pi.lid = static_cast<std::uint16_t>(get(d, IB_PORT_LID_F));
   pi.sm_lid = static_cast<std::uint16_t>(get(d, IB_PORT_SMLID_F));
-  pi.lmc = static_cast<std::uint8_t>(get(d, IB_PORT_LMC_F));
-  pi.local_port = static_cast<std::uint8_t>(get(d, IB_PORT_LOCAL_PORT_F));
-  pi.state = static_cast<std::uint8_t>(get(d, IB_PORT_STATE_F));
-  pi.phys_state = static_cast<std::uint8_t>(get(d, IB_PORT_PHYS_STATE_F));
+  pi.lmc = octet(IB_PORT_LMC_F);
+  pi.local_port = octet(IB_PORT_LOCAL_PORT_F);
+  pi.state = octet(IB_PORT_STATE_F);
+  pi.phys_state = octet(IB_PORT_PHYS_STATE_F);
   pi.capability_mask = mad_get_field(bytes(d), 0, IB_PORT_CAPMASK_F);
-  pi.width_active = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_WIDTH_ACTIVE_F));
-  pi.width_enabled = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_WIDTH_ENABLED_F));
-  pi.width_supported = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_WIDTH_SUPPORTED_F));
-  pi.speed_active = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_ACTIVE_F));
-  pi.speed_enabled = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_ENABLED_F));
-  pi.speed_supported = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_SUPPORTED_F));
+  pi.width_active = octet(IB_PORT_LINK_WIDTH_ACTIVE_F);
+  pi.width_enabled = octet(IB_PORT_LINK_WIDTH_ENABLED_F);
+  pi.width_supported = octet(IB_PORT_LINK_WIDTH_SUPPORTED_F);
+  pi.speed_active = octet(IB_PORT_LINK_SPEED_ACTIVE_F);
+  pi.speed_enabled = octet(IB_PORT_LINK_SPEED_ENABLED_F);
+  pi.speed_supported = octet(IB_PORT_LINK_SPEED_SUPPORTED_F);
   pi.extended_speeds = (pi.capability_mask & kPortCapExtendedSpeeds) != 0;
-  pi.speed_ext_active = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_EXT_ACTIVE_F));
-  pi.speed_ext_enabled = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_EXT_ENABLED_F));
-  pi.speed_ext_supported = static_cast<std::uint8_t>(get(d, IB_PORT_LINK_SPEED_EXT_SUPPORTED_F));
-  pi.neighbor_mtu = static_cast<std::uint8_t>(get(d, IB_PORT_NEIGHBOR_MTU_F));
-  pi.mtu_capability = static_cast<std::uint8_t>(get(d, IB_PORT_MTU_CAP_F));
+  pi.speed_ext_active = octet(IB_PORT_LINK_SPEED_EXT_ACTIVE_F);
+  pi.speed_ext_enabled = octet(IB_PORT_LINK_SPEED_EXT_ENABLED_F);
+  pi.speed_ext_supported = octet(IB_PORT_LINK_SPEED_EXT_SUPPORTED_F);
+  pi.neighbor_mtu = octet(IB_PORT_NEIGHBOR_MTU_F);
+  pi.mtu_capability = octet(IB_PORT_MTU_CAP_F);
   return pi;
 }
 
