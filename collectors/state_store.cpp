@@ -2,8 +2,11 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <functional>
+#include <string_view>
+#include <vector>
 
 namespace ibfabric::state {
 
@@ -69,18 +72,21 @@ void StateStore::reject(const std::string& why) {
 void StateStore::save(State state) {
   if (!enabled() || writer_.busy()) return;
   auto now = Clock::now();
-  // The last state written is known by a hash of its text without the time it was saved: a
-  // copy of it cost about 140 octets per remembered cable for as long as the daemon runs.
-  const double saved = state.saved;
-  state.saved = 0;
-  const std::size_t fingerprint = std::hash<std::string>{}(serialize(state));
+  auto content = serialize(state);
+  std::vector<LinkRecord>().swap(state.links);  // the text is all the write needs
+  // The last state written is known by a hash of its text without its "saved" line: a copy of
+  // it cost about 140 octets per remembered cable for as long as the daemon runs.
+  std::string_view text(content);
+  auto saved_at = text.find("\nsaved ");
+  auto saved_end = text.find('\n', saved_at + 1);
+  std::hash<std::string_view> hash;
+  const std::size_t fingerprint =
+      hash(text.substr(0, saved_at)) * 31 + hash(text.substr(std::min(saved_end, text.size())));
   if (last_written_) {
     if (*last_written_ == fingerprint) return;
     if (now - last_write_ < kMinWriteInterval) return;
   }
-  state.saved = saved;
   last_write_ = now;
-  auto content = serialize(state);
   last_written_ = fingerprint;
   auto error = writer_.start([this, path = path_, content = std::move(content)]() -> OffLoop::Then {
     auto why = write_atomically(path, content);
