@@ -42,8 +42,8 @@ struct PortInfo {
   std::uint8_t lmc = 0;
   std::uint8_t local_port = 0;
   std::uint8_t state = 0;  // 1 Down, 2 Init, 3 Armed, 4 Active
-  std::uint8_t phys_state =
-      0;  // 1 Sleep, 2 Polling, 3 Disabled, 4 Training, 5 LinkUp, 6 ErrorRecovery
+  // 1 Sleep, 2 Polling, 3 Disabled, 4 Training, 5 LinkUp, 6 ErrorRecovery
+  std::uint8_t phys_state = 0;
   std::uint32_t capability_mask = 0;
   std::uint8_t width_active = 0;  // bit masks as in PortInfo: 1 1X, 2 4X, 4 8X, 8 12X, 16 2X
   std::uint8_t width_enabled = 0;
@@ -54,8 +54,8 @@ struct PortInfo {
   // Capability bit 14: the LinkSpeedExt* fields below are valid. A switch's external ports
   // carry no capability mask; for them it comes from the switch's port 0.
   bool extended_speeds = false;
-  std::uint8_t speed_ext_active =
-      0;  // 1 FDR, 2 EDR, 4 HDR, 8 NDR (raw; used only if extended_speeds)
+  // 1 FDR, 2 EDR, 4 HDR, 8 NDR (raw; used only if extended_speeds)
+  std::uint8_t speed_ext_active = 0;
   std::uint8_t speed_ext_enabled = 0;
   std::uint8_t speed_ext_supported = 0;
   std::uint8_t neighbor_mtu = 0;  // 1 256, 2 512, 3 1024, 4 2048, 5 4096
