@@ -39,6 +39,31 @@ def wrk(url, seconds):
     return r.stdout
 
 
+def settled_fds(pid, limit, timeout=15):
+    """The daemon's open descriptors once they are at most `limit`, or after `timeout` seconds.
+    The last connections of a load close only when the loop reaches them: under TSan on a busy
+    CI machine that took longer than the 0.5 s once waited here (99 descriptors against 75), while
+    a leaked descriptor never closes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        n = open_fds(pid)
+        if n <= limit or time.monotonic() > deadline:
+            return n
+        time.sleep(0.1)
+
+
+def steady_fds(pid, timeout=15):
+    """The daemon's open descriptors once the count has not moved for half a second."""
+    deadline = time.monotonic() + timeout
+    last, since = open_fds(pid), time.monotonic()
+    while time.monotonic() - since < 0.5 and time.monotonic() < deadline:
+        time.sleep(0.1)
+        n = open_fds(pid)
+        if n != last:
+            last, since = n, time.monotonic()
+    return last
+
+
 def requests_of(out):
     m = re.search(r"(\d+) requests in", out)
     return int(m.group(1)) if m else 0
@@ -56,15 +81,15 @@ class EndpointLoadTest(unittest.TestCase):
                 url = d.url + "/metrics"
                 warm = wrk(url, 3)
                 self.assertGreater(requests_of(warm), 0, warm)
-                time.sleep(0.5)  # let closed connections finish
-                fds_before, rss_before = open_fds(pid), rss_bytes(pid)
+                fds_before = steady_fds(pid)  # the warm-up's connections closed
+                rss_before = rss_bytes(pid)
                 out = wrk(url, 10)
                 print(out)
                 self.assertNotIn("Non-2xx", out)
                 self.assertNotIn("Socket errors", out)
                 self.assertGreater(requests_of(out), 100, out)
-                time.sleep(0.5)
-                fds_after, rss_after = open_fds(pid), rss_bytes(pid)
+                fds_after = settled_fds(pid, fds_before + 2)
+                rss_after = rss_bytes(pid)
                 print("open fds %d -> %d, resident %.1f -> %.1f MiB" %
                       (fds_before, fds_after, rss_before / 2**20, rss_after / 2**20))
                 self.assertLessEqual(fds_after, fds_before + 2)
