@@ -141,8 +141,22 @@ void MetricsBuilder::declare(std::string_view name, std::string_view help,
   family(name, help, type);
 }
 
+namespace {
+// A family kept as its compressed text is whole: nothing can be added to it, and it cannot be
+// added to a family that has samples.
+void check_mergeable(const MetricFamily& into, const MetricFamily& from) {
+  bool into_used = into.text || !into.samples.empty();
+  bool from_used = from.text || !from.samples.empty();
+  if ((into.text || from.text) && into_used && from_used) {
+    throw std::logic_error("metric " + from.name + " is kept compressed and cannot be merged");
+  }
+}
+}  // namespace
+
 void MetricsBuilder::add_family(const MetricFamily& from) {
   auto& fam = families_[family(from.name, from.help, from.type)];
+  check_mergeable(fam, from);
+  if (from.text) fam.text = from.text;
   fam.samples.insert(fam.samples.end(), from.samples.begin(), from.samples.end());
   fam.histograms.insert(fam.histograms.end(), from.histograms.begin(), from.histograms.end());
   for (const auto& arena : from.arenas) add_arena(fam, arena);
@@ -188,6 +202,8 @@ void merge_families(MetricFamilies& into, MetricFamilies more) {
       continue;
     }
     auto& dst = into[it->second];
+    check_mergeable(dst, fam);
+    if (fam.text) dst.text = std::move(fam.text);
     dst.samples.insert(dst.samples.end(), fam.samples.begin(), fam.samples.end());
     dst.histograms.insert(dst.histograms.end(), std::make_move_iterator(fam.histograms.begin()),
                           std::make_move_iterator(fam.histograms.end()));

@@ -55,7 +55,9 @@ struct HistogramValue {
 };
 
 // A family's text, compressed: what the exporter keeps of a large family of a shown snapshot
-// instead of its samples (docs/design.md, "The exposition"). Raw deflate ended by a sync flush
+// instead of its samples (docs/design.md, "The exposition"), and what a collector holds of a
+// large family it shows unchanged in many snapshots (compressed_family(),
+// exporters/prometheus/text_format.h). Raw deflate ended by a sync flush
 // (byte-aligned, not final), so that such texts join into one gzip member; the first `header`
 // bytes of the text are the family's HELP and TYPE lines.
 struct DeflatedText {
@@ -123,7 +125,8 @@ class MetricsBuilder {
   // passed to add(); every family of the result keeps it alive.
   void adopt(std::shared_ptr<const LabelArena> arena) { adopted_.push_back(std::move(arena)); }
   // Appends the samples of a family built before (a collector's cached result) to the family
-  // of the same name, which keeps the arenas they point into.
+  // of the same name, which keeps the arenas they point into. A family kept compressed (`text`)
+  // is added whole, to a family of that name that has nothing yet (std::logic_error if not).
   void add_family(const MetricFamily& family);
 
   MetricFamilies take() &&;

@@ -1,5 +1,7 @@
 #include "collectors/fabric/fabric_collector.h"
 
+#include "exporters/prometheus/text_format.h"
+
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -244,7 +246,11 @@ class Sweep : public mad::FanOut {
       cache.links_version = c_.links_version_;
       MetricsBuilder info;
       emit_topology(info);
-      cache.info = std::move(info).take();
+      // Held compressed: their label text (names of both ends of every cable) is the longest of
+      // the exposition, and only a scrape reads it.
+      for (const auto& family : std::move(info).take()) {
+        cache.info.push_back(compressed_family(family));
+      }
     }
     for (const auto& family : cache.info) out_.add_family(family);
     out_.adopt(cache.arena);

@@ -129,16 +129,16 @@ class FabricCollector final : public Collector {
 
   std::shared_ptr<const Topology> topology_;  // from the last discovery that reached anything
   // What every sweep reuses until the topology or the link memory changes: the label set of
-  // each swept switch port and the node and link info families. Most of a sweep's label text
-  // never changes; shared, the shown snapshot and the one being built hold it once. Sets are
-  // added to the arena only by the first sweep of a topology (a new topology gets a new cache),
-  // so no shown snapshot reads an arena that is still growing.
+  // each swept switch port, and the node and link info families as their compressed text. Most
+  // of a sweep's label text never changes; shared, the shown snapshot and the one being built
+  // hold it once. Sets are added to the arena only by the first sweep of a topology (a new
+  // topology gets a new cache), so no shown snapshot reads an arena that is still growing.
   struct LabelCache {
     std::shared_ptr<const Topology> topology;  // what it was built for
     std::uint64_t links_version = 0;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
-    MetricFamilies info;
+    MetricFamilies info;  // compressed_family()
   };
   LabelCache labels_;
   std::uint64_t links_version_ = 0;  // changes with links_seen_

@@ -1,5 +1,7 @@
 #include "exporters/prometheus/render.h"
 
+#include "exporters/prometheus/text_format.h"
+
 #include "ibfabric/version.h"
 
 #include <sys/resource.h>
@@ -12,8 +14,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,63 +29,10 @@ namespace ibfabric {
 
 namespace {
 
-// The text exposition format (version 0.0.4), written straight from the snapshots: families
-// of one name from several snapshots are grouped under one HELP/TYPE without copying them, and
-// numbers are written with std::to_chars (shortest form that reads back exactly).
+// The exposition is written straight from the snapshots (text_format.h): families of one name
+// from several snapshots are grouped under one HELP/TYPE without copying them.
 
 constexpr std::size_t kSlice = 64 * 1024;  // text rendered (and compressed) per step
-
-// Raw deflate (no zlib or gzip framing) of independent pieces that can be concatenated: each
-// piece starts from a fresh state and ends with a sync flush (byte-aligned, not final), the way
-// pigz joins the blocks it compresses in parallel. A gzip member is then a header, the pieces
-// in order, one final empty block and a trailer whose CRC-32 is combined from the pieces'.
-class Deflater {
- public:
-  Deflater() {
-    // Level 6, zlib's and Go's default (node_exporter's promhttp); 32 KiB window.
-    if (deflateInit2(&z_, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
-      throw std::runtime_error("deflateInit2 failed");
-    }
-  }
-  ~Deflater() { deflateEnd(&z_); }
-  Deflater(const Deflater&) = delete;
-  Deflater& operator=(const Deflater&) = delete;
-
-  void begin(std::string* out) {
-    deflateReset(&z_);
-    out_ = out;
-    crc_ = crc32(0, nullptr, 0);
-    length_ = 0;
-  }
-  void write(std::string_view data) {
-    crc_ = crc32_z(crc_, reinterpret_cast<const Bytef*>(data.data()), data.size());
-    length_ += data.size();
-    run(data, Z_NO_FLUSH);
-  }
-  // Ends the piece: byte-aligned, not final, so another piece may follow.
-  void end() { run({}, Z_SYNC_FLUSH); }
-  uLong crc() const { return crc_; }
-  std::uint64_t length() const { return length_; }
-
- private:
-  void run(std::string_view data, int flush) {
-    z_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
-    z_.avail_in = static_cast<uInt>(data.size());
-    unsigned char buffer[16384];
-    do {
-      z_.next_out = buffer;
-      z_.avail_out = sizeof buffer;
-      int rc = deflate(&z_, flush);
-      if (rc == Z_STREAM_ERROR) throw std::runtime_error("deflate failed");
-      out_->append(reinterpret_cast<const char*>(buffer), sizeof buffer - z_.avail_out);
-    } while (z_.avail_out == 0 || z_.avail_in > 0);
-  }
-
-  z_stream z_{};
-  std::string* out_ = nullptr;
-  uLong crc_ = 0;
-  std::uint64_t length_ = 0;
-};
 
 // Reads a DeflatedText back, after its HELP/TYPE lines, a bounded step at a time.
 class Inflater {
@@ -134,87 +81,6 @@ class Inflater {
   std::uint64_t skip_;  // of the header, still to be read past
   std::uint64_t produced_ = 0;
 };
-
-void append_number(std::string& out, double value) {
-  if (std::isnan(value)) {
-    out += "NaN";
-  } else if (std::isinf(value)) {
-    out += value > 0 ? "+Inf" : "-Inf";
-  } else {
-    char buffer[32];
-    auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
-    out.append(buffer, ec == std::errc() ? end : buffer);
-  }
-}
-
-void append_sample(std::string& out, const std::string& name, std::string_view suffix,
-                   const LabelSet& labels, const char* extra_name, double extra_value,
-                   double value) {
-  out += name;
-  out += suffix;
-  const std::string& text = labels.text();
-  if (!text.empty() || extra_name) {
-    out += '{';
-    out += text;
-    if (extra_name) {
-      if (!text.empty()) out += ',';
-      out += extra_name;
-      out += "=\"";
-      append_number(out, extra_value);
-      out += '"';
-    }
-    out += '}';
-  }
-  out += ' ';
-  append_number(out, value);
-  out += '\n';
-}
-
-const char* type_name(prometheus::MetricType type) {
-  switch (type) {
-    case prometheus::MetricType::Counter:
-      return "counter";
-    case prometheus::MetricType::Gauge:
-      return "gauge";
-    case prometheus::MetricType::Histogram:
-      return "histogram";
-    case prometheus::MetricType::Summary:
-      return "summary";
-    default:
-      return "untyped";
-  }
-}
-
-void append_sample_lines(std::string& out, const MetricFamily& first, const MetricFamily& family,
-                         std::size_t i) {
-  const std::string& name = first.name;
-  const Sample& s = family.samples[i];
-  if (first.type == prometheus::MetricType::Histogram) {
-    const HistogramValue& h = family.histograms[i];
-    for (std::size_t b = 0; b < h.bounds.size(); ++b) {
-      append_sample(out, name, "_bucket", *s.labels, "le", h.bounds[b],
-                    static_cast<double>(h.bucket_counts[b]));
-    }
-    append_sample(out, name, "_bucket", *s.labels, "le", std::numeric_limits<double>::infinity(),
-                  static_cast<double>(h.count));
-    append_sample(out, name, "_sum", *s.labels, nullptr, 0, h.sum);
-    append_sample(out, name, "_count", *s.labels, nullptr, 0, static_cast<double>(h.count));
-  } else {
-    append_sample(out, name, "", *s.labels, nullptr, 0, s.value);
-  }
-}
-
-void append_header(std::string& out, const MetricFamily& first) {
-  out += "# HELP ";
-  out += first.name;
-  out += ' ';
-  append_escaped(out, first.help, false);
-  out += "\n# TYPE ";
-  out += first.name;
-  out += ' ';
-  out += type_name(first.type);
-  out += '\n';
-}
 
 // Families of one name from several snapshots, written under one HELP/TYPE (the first's; a
 // family of another type is a clash and left out).
@@ -721,14 +587,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name, S
           to.name = family.name;
           to.help = family.help;
           to.type = family.type;
-          auto deflated = std::make_shared<DeflatedText>();
-          text.clear();
-          append_header(text, family);
-          deflated->header = text.size();
-          Cursor at;
-          at.header_done = true;
-          compress(Piece{nullptr, 0, 0, {{&family}}}, at, deflater, text, *deflated);
-          to.text = std::move(deflated);
+          to.text = deflate_family(family, deflater, text);
         }
         snapshot.reset();  // its samples go now, before it is shown
         // The runs of smaller families that are this snapshot's alone, as a scrape plans them.

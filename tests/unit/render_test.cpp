@@ -1,4 +1,5 @@
 #include "exporters/prometheus/render.h"
+#include "exporters/prometheus/text_format.h"
 #include "collectors/metrics.h"
 
 #include <gtest/gtest.h>
@@ -404,6 +405,63 @@ TEST(Exporter, AKeptFamilySharedWithAnotherSnapshotRendersUnderOneHeader) {
   f.snapshots[1].second = prepared.ready;
   EXPECT_EQ(f.scrape("", "").body, expected);
   EXPECT_EQ(gunzip(f.scrape("", "gzip").body), expected);
+}
+
+// A collector's family held as its compressed text (compressed_family: the fabric's node and
+// cable info, kept per topology) is shown like its samples, prepared or not, and prepare()
+// passes that text on as it is instead of compressing it again.
+TEST(Exporter, ACompressedFamilyRendersLikeItsSamples) {
+  ExporterFixture f;
+  const std::string text = render_text(f.pointers(), f.live);
+  auto held = std::make_shared<Snapshot>(*f.snapshots[1].second);
+  std::shared_ptr<const DeflatedText> kept;
+  for (auto& family : held->families) {
+    if (family.name != "ibfabric_fabric_port_receive_bytes_total") continue;
+    family = compressed_family(family);
+    kept = family.text;
+  }
+  ASSERT_TRUE(kept);
+  f.snapshots[1].second = held;
+  EXPECT_EQ(render_text(f.pointers(), f.live), text);
+  EXPECT_EQ(f.scrape("", "").body, text);
+  EXPECT_EQ(gunzip(f.scrape("", "gzip").body), text);
+
+  auto prepared = prepare(f);
+  bool passed_on = false;
+  for (const auto& family : prepared.ready->families) {
+    if (family.name == "ibfabric_fabric_port_receive_bytes_total") {
+      passed_on = family.text == kept;
+    }
+  }
+  EXPECT_TRUE(passed_on);
+  f.snapshots[1].second = prepared.ready;
+  EXPECT_EQ(f.scrape("", "").body, text);
+  EXPECT_EQ(gunzip(f.scrape("", "gzip").body), text);
+}
+
+TEST(MetricsBuilder, ACompressedFamilyIsAddedWholeAndNeverMerged) {
+  MetricsBuilder info;
+  info.info("x_info", "info", {{"name", "leaf-1"}});
+  info.info("x_info", "info", {{"name", "leaf-2"}});
+  const MetricFamily compressed = compressed_family(std::move(info).take()[0]);
+  EXPECT_TRUE(compressed.samples.empty());
+
+  MetricsBuilder b;
+  b.add_family(compressed);
+  b.gauge("y", "y", {}, 1);
+  EXPECT_THROW(b.add_family(compressed), std::logic_error);  // twice
+  auto families = std::move(b).take();
+  ASSERT_EQ(families.size(), 2u);
+  EXPECT_EQ(families[0].text, compressed.text);
+  EXPECT_EQ(render_text({std::make_shared<Snapshot>(Snapshot{{families[0]}})}, {}),
+            "# HELP x_info info\n# TYPE x_info gauge\n"
+            "x_info{name=\"leaf-1\"} 1\nx_info{name=\"leaf-2\"} 1\n");
+
+  MetricsBuilder samples;
+  samples.info("x_info", "info", {{"name", "leaf-3"}});
+  EXPECT_THROW(samples.add_family(compressed), std::logic_error);  // beside samples
+  MetricFamilies into = std::move(samples).take();
+  EXPECT_THROW(merge_families(into, {compressed}), std::logic_error);
 }
 
 TEST(Exporter, AcceptEncoding) {
