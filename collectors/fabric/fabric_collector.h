@@ -138,7 +138,7 @@ class FabricCollector final : public Collector {
     std::uint64_t links_version = 0;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
-    MetricFamilies info;  // compressed_family()
+    MetricFamilies info;                                          // compressed_family()
   };
   LabelCache labels_;
   std::uint64_t links_version_ = 0;  // changes with links_seen_

@@ -1,6 +1,6 @@
 #include "exporters/prometheus/render.h"
-#include "exporters/prometheus/text_format.h"
 #include "collectors/metrics.h"
+#include "exporters/prometheus/text_format.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
