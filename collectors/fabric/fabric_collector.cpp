@@ -2,6 +2,7 @@
 
 #include "exporters/prometheus/text_format.h"
 
+#include <malloc.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -229,6 +230,26 @@ class Sweep : public mad::FanOut {
         discovery_error_(std::move(discovery_error)) {}
 
   void start() {
+    auto& cache = c_.labels_;
+    if (cache.topology == topology_ && cache.links_version == c_.links_version_) {
+      begin();
+      return;
+    }
+    cache = FabricCollector::LabelCache{};
+    cache.topology = topology_;
+    cache.links_version = c_.links_version_;
+    MetricsBuilder info;
+    emit_topology(info);
+    cache.info = std::make_shared<const MetricFamilies>(std::move(info).take());
+    // Kept compressed: their label text (both ends of every cable, by name) is the longest of
+    // the exposition, and only a scrape reads it. Compressed before the sweep begins, so that
+    // what the compression takes is never added to what the sweep builds.
+    c_.compress_info(
+        [self = std::static_pointer_cast<Sweep>(shared_from_this())] { self->begin(); });
+  }
+
+ private:
+  void begin() {
     started_ = Clock::now();
     for (const Node* node : topology_->switches()) {
       if (!in_shard(node->guid, c_.config_.shard, c_.config_.shards)) continue;
@@ -239,27 +260,13 @@ class Sweep : public mad::FanOut {
     const auto& cfg = c_.config_;
     out_.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
               {{"shard", std::to_string(cfg.shard)}, {"shards", std::to_string(cfg.shards)}});
-    auto& cache = c_.labels_;
-    if (cache.topology != topology_ || cache.links_version != c_.links_version_) {
-      cache = FabricCollector::LabelCache{};
-      cache.topology = topology_;
-      cache.links_version = c_.links_version_;
-      MetricsBuilder info;
-      emit_topology(info);
-      // Held compressed: their label text (names of both ends of every cable) is the longest of
-      // the exposition, and only a scrape reads it.
-      for (const auto& family : std::move(info).take()) {
-        cache.info.push_back(compressed_family(family));
-      }
-    }
-    for (const auto& family : cache.info) out_.add_family(family);
-    out_.adopt(cache.arena);
+    for (const auto& family : *c_.labels_.info) out_.add_family(family);
+    out_.adopt(c_.labels_.arena);
     launch([this] {
       for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
     });
   }
 
- private:
   // Switches whose queries are out at once. Queuing every query of a large fabric at once held
   // them all in memory (about 1 KiB per switch port at 50,000 ports) and could pass the
   // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default: 16
@@ -776,11 +783,49 @@ FabricCollector::FabricCollector(boost::asio::io_context& io,
                                  std::function<std::shared_ptr<mad::Engine>()> engine_factory,
                                  FabricConfig config, std::shared_ptr<const NodeNameMap> names,
                                  std::string state_directory)
-    : mad_(std::move(engine_factory)),
+    : io_(io),
+      mad_(std::move(engine_factory)),
       config_(std::move(config)),
       names_(std::move(names)),
       state_(io, std::move(state_directory), "fabric"),
-      errors_("fabric") {}
+      errors_("fabric"),
+      compressor_(io) {}
+
+void FabricCollector::compress_info(std::function<void()> then) {
+  auto job = std::make_shared<InfoCompression>(
+      InfoCompression{this, std::move(then), boost::asio::make_work_guard(io_)});
+  std::weak_ptr<InfoCompression> weak = job;
+  auto error = compressor_.start([families = labels_.info, weak]() -> OffLoop::Then {
+    auto started = Clock::now();
+    MetricFamilies compressed;
+    std::size_t bytes = 0;
+    for (const auto& family : *families) {
+      compressed.push_back(compressed_family(family));
+      bytes += compressed.back().text->deflated.size();
+    }
+    // The heap this thread's arena took for the compression goes back to the kernel: glibc
+    // keeps it otherwise, under the sweep that follows (0.5 MiB at 5,580 switch ports).
+    malloc_trim(0);
+    return [weak, compressed = std::move(compressed), bytes,
+            seconds = seconds_since(started)]() mutable {
+      auto job = weak.lock();
+      if (!job) return;
+      spdlog::debug("fabric: node and link info compressed bytes={} seconds={:.3f}", bytes,
+                    seconds);
+      auto& c = *job->collector;
+      c.labels_.info = std::make_shared<const MetricFamilies>(std::move(compressed));
+      c.info_compression_.reset();
+      job->then();
+    };
+  });
+  if (!error.empty()) {
+    spdlog::debug("fabric: node and link info kept uncompressed: {}", error);
+    info_compression_.reset();  // an earlier cache's, if any: its result must not land
+    job->then();
+    return;
+  }
+  info_compression_ = std::move(job);
+}
 
 void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) {
   // Not before the subnet is known (the local PortInfo may have been lost).

@@ -10,6 +10,9 @@
 #include "collectors/mad/attributes.h"
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
+#include "collectors/off_loop.h"
+
+#include <boost/asio/executor_work_guard.hpp>
 #include "collectors/state_store.h"
 
 #include <chrono>
@@ -78,6 +81,11 @@ class FabricCollector final : public Collector {
   // fabric seen from that same node, on the same subnet, is used.
   void restore_state(std::uint64_t origin, std::uint64_t subnet);
   void save_state(std::uint64_t origin, std::uint64_t subnet);
+  // Compresses the label cache's info families on a thread of their own (at 50,000 switch
+  // ports they are about 13 MB of text: too long a step for the loop), then puts them in the
+  // cache and calls `then` on the loop. When no thread can take them (one still compresses an
+  // earlier cache's), they stay as samples and `then` is called now.
+  void compress_info(std::function<void()> then);
   bool exported(std::string_view metric) const;
 
   using TimePoint = std::chrono::steady_clock::time_point;
@@ -122,6 +130,7 @@ class FabricCollector final : public Collector {
     std::chrono::steady_clock::time_point seen;
   };
 
+  boost::asio::io_context& io_;
   mad::ClientHandle mad_;
   FabricConfig config_;
   std::shared_ptr<const NodeNameMap> names_;
@@ -138,7 +147,8 @@ class FabricCollector final : public Collector {
     std::uint64_t links_version = 0;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
-    MetricFamilies info;                                          // compressed_family()
+    // Compressed by compress_info() (their samples when it could not start).
+    std::shared_ptr<const MetricFamilies> info = std::make_shared<const MetricFamilies>();
   };
   LabelCache labels_;
   std::uint64_t links_version_ = 0;  // changes with links_seen_
@@ -163,6 +173,16 @@ class FabricCollector final : public Collector {
   double discovery_timestamp_ = 0;
   // (phase, attribute): string literals, and the names of mad::detail_attributes().
   mad::QueryErrors<std::pair<std::string_view, std::string_view>> errors_;
+  // The compression compress_info() waits for; its thread holds only a weak pointer to it, so
+  // a result that comes back after the collector went is dropped.
+  struct InfoCompression {
+    FabricCollector* collector;
+    std::function<void()> then;
+    // The loop has work while the thread runs: --once runs it until it has none.
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> busy;
+  };
+  std::shared_ptr<InfoCompression> info_compression_;
+  OffLoop compressor_;  // last: closed before anything its results would reach goes
 };
 
 }  // namespace ibfabric::fabric
