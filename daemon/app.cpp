@@ -167,13 +167,20 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
         MetricsBuilder live;
         for (const auto& fill : live_metrics_) fill(live);
         for (const auto& family : std::move(live).take()) live_names.push_back(family.name);
-        exporter_.prepare(store_.named(), name, std::move(snapshot), std::move(live_names),
-                          [this, then = std::move(then)](SnapshotPtr ready) {
-                            boost::asio::post(io_, [this, then, ready = std::move(ready)] {
-                              then(ready);  // shown: the old snapshot is dropped
-                              exporter_.release_replaced();
-                            });
-                          });
+        auto started = std::chrono::steady_clock::now();
+        exporter_.prepare(
+            store_.named(), name, std::move(snapshot), std::move(live_names),
+            [this, name, started, then = std::move(then)](SnapshotPtr ready) {
+              boost::asio::post(io_, [this, name, started, then, ready = std::move(ready)] {
+                then(ready);  // shown: the old snapshot is dropped
+                exporter_.release_replaced();
+                // How long scrapes got the previous snapshot after the collector published.
+                spdlog::debug(
+                    "exporter: snapshot prepared collector={} seconds={:.3f}", name,
+                    std::chrono::duration<double>(std::chrono::steady_clock::now() - started)
+                        .count());
+              });
+            });
       });
     }
     runners.push_back(std::move(runner));
