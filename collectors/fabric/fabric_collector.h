@@ -11,9 +11,9 @@
 #include "collectors/mad/engine.h"
 #include "collectors/mad/fan_out.h"
 #include "collectors/off_loop.h"
+#include "collectors/state_store.h"
 
 #include <boost/asio/executor_work_guard.hpp>
-#include "collectors/state_store.h"
 
 #include <chrono>
 #include <cstdint>
