@@ -819,8 +819,11 @@ void FabricCollector::compress_info(std::function<void()> then) {
     };
   });
   if (!error.empty()) {
-    spdlog::debug("fabric: node and link info kept uncompressed: {}", error);
-    info_compression_.reset();  // an earlier cache's, if any: its result must not land
+    spdlog::warn(
+        "fabric: node and link info kept uncompressed, which holds more memory until the next "
+        "topology: {}",
+        error);
+    info_compression_.reset();  // an earlier topology's, if one were pending: it must not land
     job->then();
     return;
   }

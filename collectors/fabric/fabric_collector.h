@@ -83,8 +83,8 @@ class FabricCollector final : public Collector {
   void save_state(std::uint64_t origin, std::uint64_t subnet);
   // Compresses the label cache's info families on a thread of their own (at 50,000 switch
   // ports they are 12.5 MB of text: too long a step for the loop), then puts them in the
-  // cache and calls `then` on the loop. When no thread can take them (one still compresses an
-  // earlier cache's), they stay as samples and `then` is called now.
+  // cache and calls `then` on the loop. When no thread can be started (out of threads or
+  // memory), they stay as samples and `then` is called now.
   void compress_info(std::function<void()> then);
   bool exported(std::string_view metric) const;
 
