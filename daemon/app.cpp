@@ -18,8 +18,19 @@ App::App(Options options)
     : options_(std::move(options)),
       context_{io_, "/sys", [this] { return mad_engine(); }},
       signals_(io_),
-      watchdog_(io_) {
+      watchdog_(io_),
+      heartbeat_(io_) {
   live_metrics_.push_back(add_process_metrics);
+  live_metrics_.push_back([this](MetricsBuilder& out) {
+    out.counter("ibfabric_event_loop_stalls_total",
+                "Times the event loop woke 10 ms or more after it was due: the process was "
+                "stopped or descheduled, or a handler ran long. Probes it answered meanwhile "
+                "were late.",
+                {}, static_cast<double>(loop_stalls_));
+    out.counter("ibfabric_event_loop_stall_seconds_total",
+                "Time the event loop was late by, summed over those stalls.", {},
+                loop_stall_seconds_);
+  });
   live_metrics_.push_back(add_build_info);
   live_metrics_.push_back([this](MetricsBuilder& out) {
     out.counter("ibfabric_config_reloads_total", "Config reloads (SIGHUP) that were applied.", {},
@@ -270,6 +281,7 @@ int App::serve() {
   }
   for (auto& runner : runners_) runner->start();
   arm_signals();
+  arm_heartbeat(std::chrono::steady_clock::now());
   std::uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0) {
     arm_watchdog(std::chrono::microseconds(watchdog_usec / 2));
@@ -373,6 +385,27 @@ void App::reload() {
                   e.what());
   }
   sd_notify(0, "READY=1");
+}
+
+namespace {
+// 100 ms: ten wake-ups a second, and a stall shorter than a probe interval is still seen.
+constexpr auto kHeartbeat = std::chrono::milliseconds(100);
+constexpr auto kStall = std::chrono::milliseconds(10);
+}  // namespace
+
+void App::arm_heartbeat(std::chrono::steady_clock::time_point from) {
+  const auto due = from + kHeartbeat;
+  heartbeat_.expires_at(due);
+  heartbeat_.async_wait([this, due](const boost::system::error_code& ec) {
+    if (ec) return;
+    auto now = std::chrono::steady_clock::now();
+    auto late = now - due;
+    if (late >= kStall) {
+      ++loop_stalls_;
+      loop_stall_seconds_ += std::chrono::duration<double>(late).count();
+    }
+    arm_heartbeat(now);
+  });
 }
 
 void App::arm_watchdog(std::chrono::microseconds period) {

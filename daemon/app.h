@@ -55,6 +55,7 @@ class App {
   void reload();
   void arm_signals();
   void arm_watchdog(std::chrono::microseconds period);
+  void arm_heartbeat(std::chrono::steady_clock::time_point from);
 
   Options options_;
   boost::asio::io_context io_;
@@ -73,6 +74,11 @@ class App {
   WebConfig web_;
   boost::asio::signal_set signals_;
   boost::asio::steady_timer watchdog_;
+  // Wakes the loop every kHeartbeat to see how late it is: a stopped or descheduled daemon
+  // answers probes late without its responder's hold time showing it (docs/design.md).
+  boost::asio::steady_timer heartbeat_;
+  std::uint64_t loop_stalls_ = 0;
+  double loop_stall_seconds_ = 0;
   std::uint64_t reloads_ = 0, reload_failures_ = 0;
 };
 

@@ -674,6 +674,18 @@ class Run : public mad::FanOut {
     for (const auto& [key, path] : c_.paths_) {
       emit_leg(out, key, "to_peer", path.to_peer, path);
       emit_leg(out, key, "from_peer", path.from_peer, path);
+      if (!path.to_peer.hops.empty()) {
+        // The node the probes reach, so that rules can hold a host to account for its pairs
+        // whatever name the probe target gives it.
+        auto peer_guid = path.to_peer.hops.back().to_guid;
+        out.info("ibfabric_path_peer_info",
+                 "The node a probed peer's port belongs to (the end of the leg to_peer), named "
+                 "as every node is: node-name-map, else NodeDescription, else GUID.",
+                 {{"peer", key.first},
+                  {"transport", key.second},
+                  {"peer_node_guid", hex_guid(peer_guid)},
+                  {"peer_node_name", name(peer_guid)}});
+      }
       if (!path.to_peer.failure.empty() || !path.from_peer.failure.empty()) {
         ++states["untraced"];
       } else if (path.to_peer.hops.empty()) {

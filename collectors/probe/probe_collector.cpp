@@ -129,6 +129,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
       if (t.guid != 0 || (t.mad() && !t.node_description.empty())) needs_sa_ = true;
     }
     needs_sa_ = needs_sa_ || config_.discover;
+    has_infiniband_ = uses_mad();
   }
 
   // Opens the sockets and starts probing the configured peers; an error is logged and
@@ -167,6 +168,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
     }
     own_port_guids_.clear();
     for (const auto& port : *ports) own_port_guids_.insert(port.port_guid);
+    has_infiniband_ = !ports->empty();
     // A node without InfiniBand (UDP probes only) has nothing to serve or probe over MAD.
     if (ports->empty()) {
       if (has_mad_targets) mad_errors_.push_back("no InfiniBand port for MAD probes");
@@ -178,9 +180,54 @@ class Prober : public std::enable_shared_from_this<Prober> {
         mad_errors_.push_back("MAD responder: " + error);
       }
     }
+    identify(*ports);
     auto now = std::chrono::steady_clock::now();
     if (needs_sa_ && !resolving_ && now >= resolve_at_) resolve();
     if (!sa_error_.empty()) mad_errors_.push_back(sa_error_);
+  }
+
+  // This node as its probes are named (ibfabric_probe_node_info): the CA of the port the
+  // engine probes from, named as every node is (node-name-map, NodeDescription, GUID), so that
+  // alerts name a prober as they name its peers. Its NodeDescription is asked once per CA.
+  void identify(const std::vector<mad::LocalPort>& ports) {
+    auto engine = mad_.engine();
+    auto via = engine ? engine->default_port() : std::nullopt;
+    if (!via) return;  // being resolved: the next collection
+    auto it = std::find_if(ports.begin(), ports.end(), [&](const mad::LocalPort& p) {
+      return p.ca == via->ca && p.port == via->port;
+    });
+    if (it == ports.end()) return;
+    if (it->node_guid != node_guid_) {
+      node_guid_ = it->node_guid;
+      node_description_.reset();
+    }
+    if (node_description_ || describing_) return;
+    describing_ = true;
+    mad_.client().submit(mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_DESC),
+                         [w = weak_from_this(), guid = node_guid_](mad::Response r) {
+                           auto self = w.lock();
+                           if (!self) return;
+                           self->describing_ = false;
+                           // Unanswered: named by GUID until an answer comes (asked again next
+                           // collection).
+                           if (guid == self->node_guid_ && r.ok()) {
+                             self->node_description_ = r.get_string(IB_NODE_DESC_F);
+                           }
+                         });
+  }
+
+  // The labels of ibfabric_probe_node_info, once the name is known (so that the series does
+  // not change name a collection after start): without an InfiniBand port (UDP probes only),
+  // the host name.
+  std::optional<Labels> node_labels() const {
+    if (node_guid_ == 0) {
+      if (has_infiniband_) return std::nullopt;
+      return Labels{{"node_name", self_name()}};
+    }
+    std::string mapped = node_names_->name(node_guid_, "");
+    if (!node_description_ && mapped == hex_guid(node_guid_)) return std::nullopt;
+    return Labels{{"node_guid", hex_guid(node_guid_)},
+                  {"node_name", node_names_->name(node_guid_, node_description_.value_or(""))}};
   }
 
   // A new rotation slot (rotate_every) draws the next subset of peers.
@@ -241,6 +288,13 @@ class Prober : public std::enable_shared_from_this<Prober> {
                   "Probe requests the MAD responder left unanswered (over "
                   "mad_responder_max_per_second).",
                   {{"transport", "mad"}}, static_cast<double>(service_->dropped()));
+    }
+    if (auto self = node_labels()) {
+      out.info("ibfabric_probe_node_info",
+               "This node as probes and alerts name it: the CA of the port it probes from "
+               "(node-name-map, else NodeDescription, else GUID), or its host name without "
+               "InfiniBand.",
+               *self);
     }
     out.gauge("ibfabric_probe_interval_seconds",
               "Time between two probes to one peer, after the max_probes_per_second cap.", {},
@@ -698,6 +752,10 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::weak_ptr<mad::Engine> service_engine_;
   std::vector<NodeRecord> records_;         // the SA's, latest lookup
   std::set<std::uint64_t> own_port_guids_;  // of the local InfiniBand ports, latest listing
+  std::uint64_t node_guid_ = 0;             // of the CA probes leave from; 0: not known yet
+  std::optional<std::string> node_description_;
+  bool describing_ = false;
+  bool has_infiniband_ = true;  // until a listing finds no InfiniBand port
   bool needs_sa_ = false;
   bool resolving_ = false;
   bool resolved_once_ = false;
@@ -845,7 +903,7 @@ TargetConfig parse_target(ConfigSection& t) {
 
 CollectorSpec spec() {
   return CollectorSpec{
-      "probe", false, std::chrono::seconds(15),
+      "probe", false, std::chrono::seconds(5),
       [](CollectorContext& context, ConfigSection& section) -> std::unique_ptr<Collector> {
         ProbeConfig c;
         c.udp_listen = section.get_string("udp_listen", c.udp_listen);
