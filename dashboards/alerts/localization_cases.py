@@ -19,7 +19,7 @@ import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "ibfabric.localization.test.yml")
-RUNBOOK = "https://ibfabric.invalid/runbook.md#ibfabricsuspectlink"
+RUNBOOK = "https://ibfabric.invalid/runbook.md#"
 
 LEAVES, SPINES, HOSTS_PER_LEAF = 3, 2, 2
 SWITCH, CA = "switch", "CA"
@@ -73,7 +73,7 @@ def hop_series(prober, peer):
         for n, hop in enumerate(hops, 1):
             a, ap, b, bp, direction = cable(hop)
             out.append(
-                'ibfabric_path_hop_info{job="ibfabric",instance="%s:10916",peer="%s",'
+                'ibfabric_path_hop_info{job="ibfabric",instance="%s:10916",peer="%s mlx5_0",'
                 'transport="mad",leg="%s",hop="%d",node_guid="%s",port="%d",node_name="%s",'
                 'remote_node_guid="%s",remote_port="%d",remote_node_name="%s",direction="%s"}'
                 % (prober, peer, leg, n, NODES[a][0], ap, a, NODES[b][0], bp, b, direction))
@@ -100,36 +100,104 @@ def into_host(host):  # leaf -> host
     return link("leaf-%d" % leaf_of(host), host_port(host), host, 1)
 
 
-MINUTES = 16  # samples 0..16, one a minute
+STEP = 10  # seconds between samples (a scrape)
+SAMPLES = 13  # 0..130 s
+FAULT_AT = 6  # the fault starts after sample 6 (60 s)
+EVAL_BEFORE, EVAL_NAMED = "50s", "2m"  # before the fault; a minute after it started
+PROBES = 100  # per pair and sample: 10 probes a second
 
 
-def counter(per_minute):
-    return "0+%gx%d" % (per_minute, MINUTES)
+def counter(during, before=0):
+    """A counter's values in promtool's notation: `before` a sample until the fault, `during`
+    a sample from then on."""
+    if before == during:
+        return "0+%gx%d" % (during, SAMPLES)
+    start = before * FAULT_AT
+    return "0+%gx%d %g+%gx%d" % (before, FAULT_AT, start + during, during,
+                                   SAMPLES - FAULT_AT - 1)
 
 
-def scenario_series(pairs, dropping=(), paused=(), port_errors=(), lossy_pairs=()):
+def pair_labels(prober, peer):
+    return 'job="ibfabric",instance="%s:10916",peer="%s mlx5_0",transport="mad"' % (prober, peer)
+
+
+def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_responder=(),
+                    lossy_pairs=(), late_pairs=(), port_errors=(), everyone_late=False):
+    """Series as the collectors would export them. dropping: {link: loss rate} of packets
+    crossing a cable direction; stalled: hosts whose daemon pauses (their probes' answers come
+    late); long_stalled: pauses longer than the probe timeout (late and lost); dropping_responder:
+    {host: rate} of probes its responder leaves unanswered; lossy_pairs / late_pairs: {pair: per
+    sample}; port_errors: [(node, port, counter, per sample)] where the port's reader counts them."""
+    dropping, dropping_responder = dict(dropping), dict(dropping_responder)
+    lossy_pairs, late_pairs = dict(lossy_pairs), dict(late_pairs)
     series = []
+    hosts = sorted({h for pair in pairs for h in pair}, key=HOSTS.index)
     for prober, peer in pairs:
-        series += [(s, "1x%d" % MINUTES) for s in hop_series(prober, peer)]
-        labels = 'job="ibfabric",instance="%s:10916",peer="%s",transport="mad"' % (prober, peer)
-        lossy = (prober, peer) in lossy_pairs or any(crosses(prober, peer, l) for l in dropping)
-        spikes = 3 if peer in paused else 0  # a paused responder: spikes its hold time shows
+        series += [(s, "1x%d" % SAMPLES) for s in hop_series(prober, peer)]
+        series.append(('ibfabric_path_peer_info{job="ibfabric",instance="%s:10916",peer="%s mlx5_0",'
+                       'transport="mad",peer_node_guid="%s",peer_node_name="%s"}'
+                       % (prober, peer, NODES[peer][0], peer), "1x%d" % SAMPLES))
+        labels = pair_labels(prober, peer)
+        crossed = route(prober, peer) + route(peer, prober)
+        kept = 1.0
+        for link_, rate in dropping.items():
+            if link_ in crossed:
+                kept *= 1 - rate
+        kept *= 1 - dropping_responder.get(peer, 0)
+        lost = round(PROBES * (1 - kept)) + lossy_pairs.get((prober, peer), 0)
+        late = late_pairs.get((prober, peer), 0)
+        if peer in stalled or peer in long_stalled:
+            late += 3  # the probes sent while it was stopped, answered when it goes on
+        if prober in stalled or prober in long_stalled:
+            late += 1  # the one in flight when it stopped
+        if peer in long_stalled:
+            lost += 5
+        if everyone_late:
+            late += 1
         series += [
-            ("ibfabric_probe_sent_total{%s}" % labels, counter(60)),
-            ("ibfabric_probe_lost_total{%s}" % labels, counter(18 if lossy else 0)),
-            ("ibfabric_probe_spikes_total{%s}" % labels, counter(spikes)),
-            ("ibfabric_probe_host_spikes_total{%s}" % labels, counter(spikes)),
+            ("ibfabric_probe_sent_total{%s}" % labels, counter(PROBES, PROBES)),
+            ("ibfabric_probe_lost_total{%s}" % labels,
+             counter(lost)),
+            ("ibfabric_probe_spikes_total{%s}" % labels,
+             counter(late)),
         ]
-    # The fabric sweep's counters of switch ports (what the alert quotes of the cable itself).
-    swept = {}
-    for node, port, name, per_minute in port_errors:
-        swept.setdefault((node, port), {})[name] = per_minute
-    for (node, port), rates in swept.items():
+    # Every daemon: its node, its event loop, its responder, its own port (`ports`).
+    counted = {}
+    for node, port, name, per_sample in port_errors:
+        counted.setdefault((node, port), {})[name] = per_sample
+    for h in hosts:
+        instance = 'job="ibfabric",instance="%s:10916"' % h
+        series.append(('ibfabric_probe_node_info{%s,node_guid="%s",node_name="%s"}'
+                       % (instance, NODES[h][0], h), "1x%d" % SAMPLES))
+        stall = 2.0 if h in long_stalled else 1.2 if h in stalled else 0
+        series.append(("ibfabric_event_loop_stall_seconds_total{%s}" % instance,
+                       counter(stall)))
+        dropped = round(PROBES * dropping_responder.get(h, 0)) * sum(1 for p in pairs if p[1] == h)
+        series.append(('ibfabric_probe_responder_dropped_total{%s,transport="mad"}' % instance,
+                       counter(dropped)))
+        leaf, leaf_port = "leaf-%d" % leaf_of(h), host_port(h)
+        series.append(('ibfabric_ports_peer_info{%s,device="mlx5_0",port="1",node_guid="%s",'
+                       'node_name="%s",peer_node_guid="%s",peer_port="%d",peer_node_type="switch",'
+                       'peer_node_name="%s"}' % (instance, NODES[h][0], h, NODES[leaf][0],
+                                                 leaf_port, leaf), "1x%d" % SAMPLES))
+        for side, key in (("local", (h, 1)), ("peer", (leaf, leaf_port))):
+            rates = counted.get(key, {})
+            for name in ("symbol_errors", "link_error_recoveries", "link_downed",
+                         "receive_errors", "transmit_discards", "transmit_wait_ticks"):
+                per_sample = rates.get(name, 0)
+                series.append(('ibfabric_ports_%s_total{%s,device="mlx5_0",port="1",side="%s"}'
+                               % (name, instance, side),
+                               counter(per_sample)))
+    # The fabric sweep (run by h1) of the switch ports that count something.
+    for (node, port), rates in counted.items():
+        if NODES[node][1] != SWITCH:
+            continue
         for name in ("symbol_errors", "link_error_recoveries", "link_downed", "receive_errors",
                      "transmit_discards", "transmit_wait_ticks"):
+            per_sample = rates.get(name, 0)
             series.append(('ibfabric_fabric_port_%s_total{job="ibfabric",instance="h1:10916",'
                            'node_guid="%s",port="%d"}' % (name, NODES[node][0], port),
-                           counter(rates.get(name, 0))))
+                           counter(per_sample)))
     return series
 
 
@@ -137,79 +205,179 @@ def mesh(hosts):
     return [(a, b) for a in hosts for b in hosts if a != b]
 
 
-def alert(a, ap, b, bp):
+def link_alert(a, ap, b, bp):
     return ('ALERTS{alertname="IbfabricSuspectLink",alertstate="firing",severity="warning",'
             'node_guid="%s",port="%d",node_name="%s",remote_node_guid="%s",remote_port="%d",'
             'remote_node_name="%s"}' % (NODES[a][0], ap, a, NODES[b][0], bp, b))
 
 
-# Each: (comment, pairs, faults, the cables expected in ALERTS (a end first), extra checks).
+def host_alert(h):
+    return ('ALERTS{alertname="IbfabricSuspectHost",alertstate="firing",severity="warning",'
+            'node_guid="%s",node_name="%s"}' % (NODES[h][0], h))
+
+
+def named_cable(a, ap, b, bp):
+    return ("link", a, ap, b, bp)
+
+
+def host(h):
+    return ("host", h)
+
+
+def into_host_errors(h, per_sample=30):
+    """ibsim counts a packet dropped at a port in that port's PortRcvErrors: here the host's own
+    port, read by its own daemon."""
+    return [(h, 1, "receive_errors", per_sample)]
+
+
+SPARSE_DEMO = mesh(["h1", "h3", "h5"]) + [("h2", "h1"), ("h2", "h3"), ("h2", "h5")]
+
+# Each: (comment, pairs, faults, what the alerts must name a minute after the fault started).
 SCENARIOS = [
-    ("a faulty leaf uplink: packets from spine-1 into leaf-2 are dropped; every pair whose probe "
-     "or answer takes it loses probes, the hosts' own cables are crossed by clean pairs too",
-     mesh(HOSTS), dict(dropping=[downlink(1, 2)],
+    ("a faulty leaf uplink: packets from spine-1 into leaf-2 are dropped (30 %); every pair whose "
+     "probe or answer takes it loses probes; h3's other pairs (with h4) are clean, so h3 is not "
+     "to blame; the sweep counts the receive errors at leaf-2 port 3",
+     mesh(HOSTS), dict(dropping={downlink(1, 2): 0.3},
                        port_errors=[("leaf-2", 3, "receive_errors", 30),
-                                    ("spine-1", 2, "transmit_wait_ticks", 600)]),
-     [("leaf-2", 3, "spine-1", 2)]),
-    ("the same faulty uplink, and h2 -> h5 loses probes too (a busy prober, say): that pair "
-     "crosses none of the uplink's cables; the cables it crosses that the uplink's pairs cross "
-     "too are no more suspect for it, so only the uplink is named",
-     mesh(HOSTS), dict(dropping=[downlink(1, 2)], lossy_pairs=[("h2", "h5")]),
-     [("leaf-2", 3, "spine-1", 2)]),
-    ("a faulty host downlink: packets into h3 are dropped; all of h3's pairs lose probes, both "
-     "ways, and its cable is the one they all share",
-     mesh(HOSTS), dict(dropping=[into_host("h3")]),
-     [("leaf-2", 1, "h3", 1)]),
-    ("a paused host: h4's responder held the probes; the RTT spikes are all the host's own (its "
-     "hold time shows them), so no cable is blamed, not even h4's, which only these pairs cross "
-     "towards h4 (h4 probes nobody)",
-     [p for p in mesh(HOSTS) if p[0] != "h4"], dict(paused=["h4"]),
+                                    ("spine-1", 2, "transmit_wait_ticks", 100)]),
+     [named_cable("leaf-2", 3, "spine-1", 2)]),
+    ("the same faulty uplink, and h2 -> h5 loses probes too (a busy prober, say): nothing else "
+     "explains that pair without clean pairs against it, so only the uplink is named",
+     mesh(HOSTS), dict(dropping={downlink(1, 2): 0.3}, lossy_pairs={("h2", "h5"): 30}),
+     [named_cable("leaf-2", 3, "spine-1", 2)]),
+    ("a faulty host cable: packets into h3 are dropped (30 %); all of h3's pairs lose probes, both "
+     "ways; h3 and its cable carry the same pairs, and h3's own port counts the receive errors: "
+     "the cable is named, not the host",
+     mesh(HOSTS), dict(dropping={into_host("h3"): 0.3}, port_errors=into_host_errors("h3")),
+     [named_cable("leaf-2", 1, "h3", 1)]),
+    ("the same without counters (no ports collector on h3, say): probes cannot tell h3 from its "
+     "cable, so both are named, each saying so",
+     mesh(HOSTS), dict(dropping={into_host("h3"): 0.3}),
+     [named_cable("leaf-2", 1, "h3", 1), host("h3")]),
+    ("a small loss: 2 % of the packets into h5 dropped, named within the minute",
+     mesh(HOSTS), dict(dropping={into_host("h5"): 0.02}, port_errors=into_host_errors("h5", 2)),
+     [named_cable("leaf-3", 1, "h5", 1)]),
+    ("2 % of the packets from spine-2 into leaf-3 dropped",
+     mesh(HOSTS), dict(dropping={downlink(2, 3): 0.02},
+                       port_errors=[("leaf-3", 4, "receive_errors", 2)]),
+     [named_cable("leaf-3", 4, "spine-2", 3)]),
+    ("a stalled host: h4's daemon is stopped for 0.4 s three times every 10 s; the probes to it "
+     "are answered late (its hold time cannot show a stop), its event loop counts the stalls: h4 "
+     "is named, no cable",
+     mesh(HOSTS), dict(stalled=["h4"]),
+     [host("h4")]),
+    ("a stalled host under sparse probing (the demo's: three hosts probe each other, a fourth "
+     "probes them and answers nobody): h3 is named, not the spine cables its few pairs cross",
+     SPARSE_DEMO, dict(stalled=["h3"]),
+     [host("h3")]),
+    ("a host stalled longer than the probe timeout: probes to it are lost as well as late; its "
+     "cable carries the same pairs, but the host's own stalls name it, and the cable has no "
+     "errors",
+     mesh(HOSTS), dict(long_stalled=["h4"]),
+     [host("h4")]),
+    ("a responder that leaves probes unanswered (over its rate cap): only the probes to h2 are "
+     "lost, h2's own probes are fine: h2 is named (as responder), not its cable",
+     mesh(HOSTS), dict(dropping_responder={"h2": 0.2}),
+     [host("h2")]),
+    ("two faults at once: spine-2 -> leaf-3 and the cable into h1, both counted",
+     mesh(HOSTS), dict(dropping={downlink(2, 3): 0.3, into_host("h1"): 0.3},
+                       port_errors=[("leaf-3", 4, "receive_errors", 30)] + into_host_errors("h1")),
+     [named_cable("leaf-3", 4, "spine-2", 3), named_cable("leaf-1", 1, "h1", 1)]),
+    ("a big and a small fault at once: spine-1 -> leaf-2 drops 30 %, the cable into h1 3 %; some "
+     "of h1's pairs cross both, and the uplinks they cross carry the big fault's pairs too: each "
+     "of h1's pairs is explained by what drops at its own rate, so both cables are named",
+     mesh(HOSTS), dict(dropping={downlink(1, 2): 0.3, into_host("h1"): 0.03},
+                       port_errors=[("leaf-2", 3, "receive_errors", 30)] +
+                       into_host_errors("h1", 3)),
+     [named_cable("leaf-2", 3, "spine-1", 2), named_cable("leaf-1", 1, "h1", 1)]),
+    ("30 % from leaf-3 up into spine-2 and 3 % into h3: h2's pairs cross both (4 the uplink, 2 "
+     "h3's), so most of h2's loss is the uplink's and its own rate is h3's; the lost probes that "
+     "count for a candidate are those of the pairs it could explain, so h3's cable is named, "
+     "not h2",
+     mesh(HOSTS), dict(dropping={uplink(3, 2): 0.3, into_host("h3"): 0.03},
+                       port_errors=[("spine-2", 3, "receive_errors", 30)] +
+                       into_host_errors("h3", 3)),
+     [named_cable("leaf-3", 4, "spine-2", 3), named_cable("leaf-2", 1, "h3", 1)]),
+    ("a faulty cable and a stalled host at once: spine-1 -> leaf-2 drops 30 %, h6 stalls",
+     mesh(HOSTS), dict(dropping={downlink(1, 2): 0.3}, stalled=["h6"],
+                       port_errors=[("leaf-2", 3, "receive_errors", 30)]),
+     [named_cable("leaf-2", 3, "spine-1", 2), host("h6")]),
+    ("a cable crossed by no pair: leaf-3 -> h6 drops, but only h1, h2 and h3 probe each other; "
+     "nothing points at any cable (IbfabricSwitchPortErrors names that one)",
+     mesh(["h1", "h2", "h3"]), dict(dropping={into_host("h6"): 0.3},
+                                    port_errors=[("leaf-3", 2, "receive_errors", 30)]),
      []),
-    ("two faults at once: spine-2 -> leaf-3 and the cable into h1",
-     mesh(HOSTS), dict(dropping=[downlink(2, 3), into_host("h1")]),
-     [("leaf-3", 4, "spine-2", 3), ("leaf-1", 1, "h1", 1)]),
-    ("a cable crossed by no pair: leaf-3 -> h6 takes errors, but only h1, h2 and h3 probe each "
-     "other; nothing points at any cable (IbfabricSwitchPortErrors names that one)",
-     mesh(["h1", "h2", "h3"]), dict(dropping=[into_host("h6")],
-                                    port_errors=[("leaf-3", 2, "receive_errors", 100)]),
+    ("loss no candidate explains: h1 loses probes to h3, but h3's probes to h1 cross the same "
+     "cables (the other way) cleanly, and both hosts' other pairs are clean: nothing is named",
+     mesh(HOSTS), dict(lossy_pairs={("h1", "h3"): 30}),
      []),
-    ("loss no cable explains: h1 loses probes to h3, but h3's probes to h1 cross the same "
-     "cables (the other way) cleanly; no cable that clean pairs cross as often is named",
-     mesh(HOSTS), dict(lossy_pairs=[("h1", "h3")]),
+    ("one pair only (h1 probes h3, nothing else), packets into h3 dropped, no counters: every "
+     "cable of its path and both hosts carry exactly that pair, so all are named, as one set",
+     [("h1", "h3")], dict(dropping={into_host("h3"): 0.3}),
+     [named_cable("leaf-1", 1, "h1", 1), named_cable("leaf-1", 3, "spine-1", 1),
+      named_cable("leaf-2", 3, "spine-1", 2), named_cable("leaf-2", 1, "h3", 1), host("h1"), host("h3")]),
+    ("the same with h3's port counting the errors: that evidence names its cable alone",
+     [("h1", "h3")], dict(dropping={into_host("h3"): 0.3}, port_errors=into_host_errors("h3")),
+     [named_cable("leaf-2", 1, "h3", 1)]),
+    ("a clean fabric with scattered spikes (a busy machine): two pairs late once a minute, "
+     "nothing named",
+     mesh(HOSTS), dict(late_pairs={("h1", "h2"): 1, ("h5", "h3"): 1}),
      []),
-    ("one pair only (h1 probes h3 and nothing else): every cable of its path carries exactly "
-     "that pair, so all four are named, as one suspect set",
-     [("h1", "h3")], dict(dropping=[into_host("h3")]),
-     [("leaf-1", 1, "h1", 1), ("leaf-1", 3, "spine-1", 1), ("leaf-2", 3, "spine-1", 2),
-      ("leaf-2", 1, "h3", 1)]),
+    ("a busy host: three of h2's ten pairs each see a late probe every 10 s (18 in the minute), "
+     "the other seven none: most of its pairs are not late, so it is not named",
+     mesh(HOSTS), dict(late_pairs={("h1", "h2"): 1, ("h2", "h5"): 1, ("h4", "h2"): 1}),
+     []),
+    ("every pair late at once (the whole machine, or the simulator, stalled): no one host is "
+     "late more than the rest, nothing named",
+     mesh(HOSTS), dict(everyone_late=True),
+     []),
 ]
 
-# The cables of h1 <-> h3, sorted by name and port as the alert lists them.
-PATH_H1_H3 = ["leaf-1 port 1 <-> h1 port 1", "leaf-1 port 3 <-> spine-1 port 1",
-              "leaf-2 port 1 <-> h3 port 1", "leaf-2 port 3 <-> spine-1 port 2"]
-SUMMARY = "Probe loss or RTT spikes between hosts point at one cable."
-# The whole alert, as the engineer reads it, for two scenarios (checked by hand against them).
+HOST_DESCRIPTION_SCENARIO = 6
+SUMMARIES = {"IbfabricSuspectLink": "Probe loss between hosts points at one cable.",
+             "IbfabricSuspectHost": "Probes between hosts point at one host, not the network."}
+# The whole alert, as the engineer reads it, for three scenarios (checked by hand).
 DESCRIPTIONS = {
-    # a faulty leaf uplink: 8 pairs take spine-1 -> leaf-2 (h3's, with the hosts of leaves 1
-    # and 3; the other way round their traffic goes up through other links); the fabric sweep
-    # counted 30 receive errors a minute at leaf-2 port 3 and XmitWait at spine-1 port 2.
-    0: ["Cable leaf-2 port 3 <-> spine-1 port 2 best explains 8 probe pair(s) that lost probes "
-        "or had RTT spikes in 10 minutes (packets spine-1 -> leaf-2: 8 faulty, 0 clean pairs "
-        "cross them). Pairs (prober -> peer): h1:10916 -> h3, h2:10916 -> h3, h3:10916 -> h1, "
-        "h3:10916 -> h2, h3:10916 -> h5, h3:10916 -> h6, and more. Equally suspect (probes "
-        "cannot tell them apart): none. Its own counters in 10 minutes (fabric sweep, those not "
-        "zero): spine-1 port 2: 10 XmitWait ticks/s; leaf-2 port 3: 300 errors."],
-    # one pair only: each of the four cables names the other three.
-    7: [("Cable %s best explains 1 probe pair(s) that lost probes or had RTT spikes in 10 "
-         "minutes (packets %s: 1 faulty, 0 clean pairs cross them; packets %s: 1 faulty, 0 clean "
-         "pairs cross them). Pairs (prober -> peer): h1:10916 -> h3. Equally suspect (probes "
-         "cannot tell them apart): %s. Its own counters in 10 minutes (fabric sweep, those not "
-         "zero): none.") % (cable_name, first, second, ", ".join(c for c in PATH_H1_H3 if c != cable_name))
-        for cable_name, first, second in (
-            ("leaf-1 port 1 <-> h1 port 1", "leaf-1 -> h1", "h1 -> leaf-1"),
-            ("leaf-1 port 3 <-> spine-1 port 1", "leaf-1 -> spine-1", "spine-1 -> leaf-1"),
-            ("leaf-2 port 3 <-> spine-1 port 2", "leaf-2 -> spine-1", "spine-1 -> leaf-2"),
-            ("leaf-2 port 1 <-> h3 port 1", "leaf-2 -> h3", "h3 -> leaf-2"))],
+    # A faulty leaf uplink: 8 pairs take spine-1 -> leaf-2 (h3's, with the hosts of leaves 1
+    # and 3), each losing 30 of 100 probes every 10 s: over the minute, 8 x 180 = 1,440 of
+    # 4,800. The sweep counted 30 receive errors a sample at leaf-2 port 3 since the fault began
+    # a minute ago (6 samples: 180) and 100 XmitWait ticks a sample at spine-1 port 2 (600 over
+    # the 10-minute window: 1 a second). Every host's pairs cross the cable one way or the other
+    # (h4's answers to leaf 1 go up through it), so all six are its blast radius.
+    0: [("IbfabricSuspectLink", named_cable("leaf-2", 3, "spine-1", 2),
+         "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) in "
+         "the last minute (packets spine-1 -> leaf-2: 1440 of 4800 probes lost (30%)). Pairs "
+         "(prober -> peer): h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h5, h3 -> h6, and more. "
+         "Equally suspect (probes cannot tell them apart): none. Counters in 10 minutes: leaf-2 "
+         "port 3 (fabric sweep): 180 errors, 0 discards, 0 XmitWait ticks/s; spine-1 port 2 "
+         "(fabric sweep): 0 errors, 0 discards, 1 XmitWait ticks/s. Hosts whose probed paths "
+         "cross it: h1, h2, h3, h4, h5, h6.")],
+    # The host cable without counters: the cable and h3 name each other.
+    3: [("IbfabricSuspectLink", named_cable("leaf-2", 1, "h3", 1),
+         "Cable leaf-2 port 1 <-> h3 port 1 explains the probe loss of 10 probe pair(s) in the "
+         "last minute (packets leaf-2 -> h3: 1800 of 6000 probes lost (30%); packets h3 -> "
+         "leaf-2: 1800 of 6000 probes lost (30%)). Pairs (prober -> peer): h1 -> h3, h2 -> h3, "
+         "h3 -> h1, h3 -> h2, h3 -> h4, h3 -> h5, and more. Equally suspect (probes cannot tell "
+         "them apart): host h3. Counters in 10 minutes: leaf-2 port 1 (the daemon at its far "
+         "end): 0 errors, 0 discards, 0 XmitWait ticks/s; h3 port 1 (its own daemon): 0 errors, "
+         "0 discards, 0 XmitWait ticks/s. Hosts whose probed paths cross it: h1, h2, h3, h4, h5, "
+         "h6."),
+        ("IbfabricSuspectHost", host("h3"),
+         "Host h3 explains the late or lost probes of 10 probe pair(s) in the last minute (blamed "
+         "as a whole), where other pairs crossing the same cables were clean: answers to it: 0 "
+         "late, 900 lost of 3000 (5 pairs); its own probes: 0 late, 900 lost of 3000 (5 pairs). "
+         "Its daemon: event loop stalled 0s in the minute. Its own port counters in 10 minutes: "
+         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Equally suspect "
+         "(probes cannot tell them apart): leaf-2 port 1 <-> h3 port 1.")],
+    # The stalled host: its 5 probers each see 3 late answers every 10 s (90 in the minute);
+    # its own probes see 1 late answer each every 10 s (30).
+    6: [("IbfabricSuspectHost", host("h4"),
+         "Host h4 explains the late or lost probes of 10 probe pair(s) in the last minute (blamed "
+         "as a whole), where other pairs crossing the same cables were clean: answers to it: 90 "
+         "late, 0 lost of 3000 (5 pairs); its own probes: 30 late, 0 lost of 3000 (5 pairs). Its "
+         "daemon: event loop stalled 7.2s in the minute. Its own port counters in 10 minutes: "
+         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Equally suspect "
+         "(probes cannot tell them apart): none.")],
 }
 
 
@@ -217,52 +385,70 @@ def yaml_quote(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+def expected_alerts(expected):
+    out = []
+    for item in expected:
+        out.append(link_alert(*item[1:]) if item[0] == "link" else host_alert(item[1]))
+    return sorted(out)
+
+
+def alert_labels(item):
+    if item[0] == "link":
+        a, ap, b, bp = item[1:]
+        return [("node_guid", NODES[a][0]), ("port", ap), ("node_name", a),
+                ("remote_node_guid", NODES[b][0]), ("remote_port", bp), ("remote_node_name", b)]
+    return [("node_guid", NODES[item[1]][0]), ("node_name", item[1])]
+
+
 def render():
     lines = [
         "# Generated by localization_cases.py (edit that, then run it): promtool unit tests of the",
-        "# localization rules (IbfabricSuspectLink) on a synthetic 3-leaf, 2-spine fat tree.",
+        "# localization rules (IbfabricSuspectLink, IbfabricSuspectHost) on a synthetic 3-leaf,",
+        "# 2-spine fat tree.",
         "# Run: promtool test rules dashboards/alerts/ibfabric.localization.test.yml",
         "rule_files:",
         "  - ibfabric.rules.yml",
-        "evaluation_interval: 1m",
+        "evaluation_interval: 10s",
         "tests:",
     ]
     for index, (comment, pairs, faults, expected) in enumerate(SCENARIOS):
         lines.append("  # " + comment)
-        lines.append("  - interval: 1m")
+        lines.append("  - interval: %ds" % STEP)
         lines.append("    input_series:")
         for s, values in scenario_series(pairs, **faults):
             lines.append("      - series: " + yaml_quote(s))
             lines.append("        values: '%s'" % values)
         lines.append("    promql_expr_test:")
-        lines.append("      - expr: ALERTS{alertname=\"IbfabricSuspectLink\",alertstate=\"firing\"}")
-        lines.append("        eval_time: 14m")
-        lines.append("        exp_samples:" + ("" if expected else " []"))
-        for a, ap, b, bp in expected:
-            lines.append("          - labels: " + yaml_quote(alert(a, ap, b, bp)))
-            lines.append("            value: 1")
-        if index in DESCRIPTIONS:
+        for eval_time, names in ((EVAL_BEFORE, []), (EVAL_NAMED, expected_alerts(expected))):
+            lines.append("      - expr: ALERTS{alertname=~\"IbfabricSuspect(Link|Host)\","
+                         "alertstate=\"firing\"}")
+            lines.append("        eval_time: %s" % eval_time)
+            lines.append("        exp_samples:" + ("" if names else " []"))
+            for name in names:
+                lines.append("          - labels: " + yaml_quote(name))
+                lines.append("            value: 1")
+        tests = []
+        for alertname in ("IbfabricSuspectLink", "IbfabricSuspectHost"):
+            described = [d for d in DESCRIPTIONS.get(index, []) if d[0] == alertname]
+            if described:
+                tests.append((alertname, described))
+            elif not expected:
+                tests.append((alertname, []))  # the quiet case, for test_alert_rules.py
+        if tests:
             lines.append("    alert_rule_test:")
-            lines.append("      - eval_time: 14m")
-            lines.append("        alertname: IbfabricSuspectLink")
-            lines.append("        exp_alerts:")
-            for (a, ap, b, bp), description in zip(expected, DESCRIPTIONS[index]):
+        for alertname, described in tests:
+            lines.append("      - eval_time: %s" % EVAL_NAMED)
+            lines.append("        alertname: " + alertname)
+            lines.append("        exp_alerts:" + ("" if described else " []"))
+            for _, item, description in described:
                 lines.append("          - exp_labels:")
-                for key, value in (("severity", "warning"), ("node_guid", NODES[a][0]),
-                                   ("port", ap), ("node_name", a),
-                                   ("remote_node_guid", NODES[b][0]), ("remote_port", bp),
-                                   ("remote_node_name", b)):
+                lines.append("              severity: 'warning'")
+                for key, value in alert_labels(item):
                     lines.append("              %s: '%s'" % (key, value))
                 lines.append("            exp_annotations:")
-                lines.append("              summary: " + yaml_quote(SUMMARY))
+                lines.append("              summary: " + yaml_quote(SUMMARIES[alertname]))
                 lines.append("              description: " + yaml_quote(description))
-                lines.append("              runbook_url: " + RUNBOOK)
-        if not expected:
-            # The quiet case of the alert, for tests/e2e/test_alert_rules.py.
-            lines.append("    alert_rule_test:")
-            lines.append("      - eval_time: 14m")
-            lines.append("        alertname: IbfabricSuspectLink")
-            lines.append("        exp_alerts: []")
+                lines.append("              runbook_url: " + RUNBOOK + alertname.lower())
     return "\n".join(lines) + "\n"
 
 

@@ -47,8 +47,15 @@ def parse_rules(text):
             current["expr"] = line[len("        expr: "):]
         elif current is not None and line in ("        labels:", "        annotations:"):
             section = line.strip()[:-1]
-        elif current is not None and section and line.startswith("          "):
+        elif current is not None and section and re.match(r"^          \S", line):
             key, _, value = line.strip().partition(": ")
+            if value in ("|", "|-"):
+                # A block scalar (a template written across lines): the lines below it.
+                body = []
+                while i + 1 < len(lines) and lines[i + 1].startswith("            "):
+                    i += 1
+                    body.append(lines[i].strip())
+                value = "\n".join(body)
             current[section][key] = value.strip("'\"")
         i += 1
     return rules
