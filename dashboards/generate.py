@@ -506,6 +506,16 @@ def daemon():
                      lay, variables())
 
 
+# A probe series with its prober's name (node_name): the node as its peers and the alerts name
+# it (ibfabric_probe_node_info), so that a row reads "gpu-node-01 -> gpu-node-03".
+PAIR_LEGEND = "{{node_name}} -> {{peer}} ({{transport}})"
+
+
+def by_prober(expr):
+    return ("%s * on (job, instance) group_left (node_name) "
+            "topk by (job, instance) (1, ibfabric_probe_node_info{%s})" % (expr, SEL))
+
+
 def heatmap(title, description, expr):
     p = panel("heatmap", title, description, "s",
               [target(expr, "{{le}}", fmt="heatmap")],
@@ -524,8 +534,8 @@ def probes():
                     % (psel, RI)), 24, 9)
     lay.add(timeseries("p99 RTT per peer", "99th percentile over each peer's latest probes "
                        "(the collector's window).", "s",
-                       target("ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}" % psel,
-                              "{{instance}} -> {{peer}} ({{transport}})")), 12, 8)
+                       target(by_prober("ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}"
+                                        % psel), PAIR_LEGEND)), 12, 8)
     lay.add(timeseries("p50 RTT: full and network share", "Median RTT, and the median of RTT "
                        "minus the time the responder held the probe; a gap is host delay.", "s",
                        target("histogram_quantile(0.5, sum by (le) (rate("
@@ -535,14 +545,11 @@ def probes():
                               "ibfabric_probe_network_rtt_seconds_bucket{%s}[%s])))" % (psel, RI),
                               "network share", ref="B")), 12, 8)
     lay.row("Pingmesh: prober x peer")
-    # One bad host shows as a row or a column, one bad switch as a block. Probers are named by
-    # their local CA's name (ibfabric_ports_peer_info), peers by their target name.
-    prober = ("topk by (instance) (1, ibfabric_ports_peer_info{%s})" % SEL)
+    # One bad host shows as a row or a column, one bad switch as a block. Probers are named as
+    # their peers name them (ibfabric_probe_node_info), peers by their target name.
 
     def matrix(title, description, unit, expr):
-        named = ('label_replace(%s, "prober", "$1", "instance", "(.+)") unless on (instance) %s '
-                 'or %s' % (expr, prober, 'label_replace(%s * on (instance) group_left (node_name)'
-                            ' %s, "prober", "$1", "node_name", "(.+)")' % (expr, prober)))
+        named = 'label_replace(%s, "prober", "$1", "node_name", "(.+)")' % by_prober(expr)
         return panel("table", title, description, unit,
                      [target("max by (prober, peer) (%s)" % named, instant=True, fmt="table")],
                      options={"showHeader": True},
@@ -561,38 +568,31 @@ def probes():
     lay.row("Spikes, jitter, loss")
     lay.add(timeseries("RTT spikes per second", "Probes above spike_multiplier x the peer's "
                        "baseline median and above spike_floor.", "cps",
-                       target("sum by (instance, peer, transport) (rate("
-                              "ibfabric_probe_spikes_total{%s}[%s]))" % (psel, RI),
-                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
+                       target(by_prober("sum by (job, instance, peer, transport) (rate("
+                                        "ibfabric_probe_spikes_total{%s}[%s]))" % (psel, RI)),
+                              PAIR_LEGEND)), 8, 8)
     lay.add(timeseries("Jitter per peer", "RFC 3550 jitter of consecutive RTTs.", "s",
-                       target("ibfabric_probe_jitter_seconds{%s}" % psel,
-                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
+                       target(by_prober("ibfabric_probe_jitter_seconds{%s}" % psel),
+                              PAIR_LEGEND)), 8, 8)
     lay.add(timeseries("Loss per peer", "Share of probes without an answer within the "
                        "timeout.", "percentunit",
-                       target("sum by (instance, peer, transport) (rate("
-                              "ibfabric_probe_lost_total{%s}[%s])) / sum by (instance, peer, "
-                              "transport) (rate(ibfabric_probe_sent_total{%s}[%s]))"
-                              % (psel, RI, psel, RI),
-                              "{{instance}} -> {{peer}} ({{transport}})")), 8, 8)
+                       target(by_prober("sum by (job, instance, peer, transport) (rate("
+                                        "ibfabric_probe_lost_total{%s}[%s])) / sum by (job, "
+                                        "instance, peer, transport) (rate("
+                                        "ibfabric_probe_sent_total{%s}[%s]))"
+                                        % (psel, RI, psel, RI)),
+                              PAIR_LEGEND)), 8, 8)
     lay.add(timeseries("Probes per second", "Probes sent per peer, and requests this node's "
                        "responders answered, by transport (udp, mad).", "pps",
-                       target("sum by (instance, peer, transport) (rate("
-                              "ibfabric_probe_sent_total{%s}[%s]))" % (psel, RI),
-                              "sent {{instance}} -> {{peer}} ({{transport}})"),
-                       target("sum by (instance, transport) (rate("
-                              "ibfabric_probe_responder_requests_total{%s}[%s]))" % (SEL, RI),
-                              "answered by {{instance}} ({{transport}})", ref="B")), 24, 7)
+                       target(by_prober("sum by (job, instance, peer, transport) (rate("
+                                        "ibfabric_probe_sent_total{%s}[%s]))" % (psel, RI)),
+                              "sent " + PAIR_LEGEND),
+                       target(by_prober("sum by (job, instance, transport) (rate("
+                                        "ibfabric_probe_responder_requests_total{%s}[%s]))"
+                                        % (SEL, RI)),
+                              "answered by {{node_name}} ({{transport}})", ref="B")), 24, 7)
     lay.row("Where is it? Probe loss and spikes localized to cables (collector paths)")
-    lay.add(localization_table("Suspect cables",
-                               "Cables that IbfabricSuspectLink names (recording rules of "
-                               "ibfabric.rules.yml, group ibfabric-localization): over 10 "
-                               "minutes, the faulty probe pairs (lost probes, or RTT spikes the "
-                               "network explains) each cable explains best, and in the "
-                               "direction the evidence points, how many faulty and clean pairs "
-                               "cross it. Cluster-wide: not filtered by instance or peer.",
-                               [("ibfabric:link_suspect_probe_pairs:10m", "explained pairs"),
-                                ("ibfabric:link_faulty_probe_pairs:10m", "faulty pairs"),
-                                ("ibfabric:link_clean_probe_pairs:10m", "clean pairs")]), 24, 7)
+    lay.add(suspects_table(), 24, 7)
     hops = ('ibfabric_path_hop_info{%s}' % psel)
     by = "instance, peer, leg, hop, node_name, port, remote_node_name, remote_port, direction"
 
@@ -647,16 +647,26 @@ def probes():
                      "that probe loss and spikes point at.", lay, variables(extra=extra))
 
 
-def localization_table(title, description, records):
-    """One row per suspect cable (both ends by name), a column per localization record."""
-    cable = "node_guid, port, remote_node_guid, remote_port, direction"
-    names = "node_name, port, remote_node_name, remote_port, direction"
+def suspects_table():
+    """One row per named suspect (a cable by both ends' names, or a host), with its evidence in
+    the last minute, from the recording rules of the localization group."""
+    named = "and on (candidate) ibfabric:suspect:1m"
+    columns = [("ibfabric:candidate_lossy:1m or ibfabric:candidate_late:1m", "pairs explained"),
+               ("ibfabric:candidate_probes_lost:1m", "probes lost"),
+               ("ibfabric:candidate_loss_ratio:1m", "loss ratio"),
+               ("ibfabric:candidate_probes_late:1m", "late probes")]
     targets = []
-    for n, (record, legend) in enumerate(records):
-        expr = ("max by (%s) (%s * on (%s) group_left (node_name, remote_node_name) "
-                "ibfabric:link_suspect_probe_pairs:10m)" % (names, record, cable))
+    for n, (record, legend) in enumerate(columns):
+        expr = ("max by (display, kind) (ibfabric:candidate_display * on (candidate) group_left "
+                "() max by (candidate) ((%s) %s))" % (record, named))
         targets.append(target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table"))
-    return table(title, description, "none", *targets)
+    return table("Suspects",
+                 "What IbfabricSuspectLink and IbfabricSuspectHost name (recording rules of "
+                 "ibfabric.rules.yml, group ibfabric-localization), over the last minute: a "
+                 "cable direction (kind link) or a host (kind host: as a whole; responder: the "
+                 "probes to it; prober: its own probes), the probe pairs it explains, the probes "
+                 "lost across it and their share, and the late probes of its pairs. "
+                 "Cluster-wide: not filtered by instance or peer.", "none", *targets)
 
 
 VF_KEY = "job, instance, pf, vf, pci_address"
