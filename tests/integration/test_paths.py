@@ -15,7 +15,6 @@ class the SM registered no agent for would kill it."""
 
 import os
 import random
-import re
 import shutil
 import tempfile
 import time
@@ -23,35 +22,10 @@ import unittest
 
 from gen_fattree import fattree
 from ibfabric_testlib import find_samples, parse_exposition
+from routes import ibtracert_hops
 from simfabric import SHIM, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
-HOP = re.compile(r'^\[(\d+)\] -> \S+ port \{0x[0-9a-f]+\}\[(\d+)\] lid \S+ "([^"]*)"')
-FROM = re.compile(r'^From \S+ \{0x[0-9a-f]+\} portnum (\d+) lid \S+ "([^"]*)"')
-
-
-def ibtracert_hops(fabric, host, slid, dlid):
-    """[(from name, from port, to name, to port)] of `ibtracert SLID DLID`, in order; None when
-    ibtracert fails (no route)."""
-    r = fabric.run_tool(["ibtracert", str(slid), str(dlid)], host=host, check=False)
-    if r.returncode != 0:
-        return None
-    out = r.stdout
-    hops, name, port = [], None, None
-    for line in out.splitlines():
-        m = FROM.match(line)
-        if m:
-            port, name = int(m.group(1)), m.group(2)
-            continue
-        m = HOP.match(line)
-        if m:
-            out_port, in_port, to = int(m.group(1)), int(m.group(2)), m.group(3)
-            # A CA's line names the port it left by ("From ca ... portnum"); a switch's, its egress.
-            hops.append((name, port if not hops else out_port, to, in_port))
-            name, port = to, None
-    return hops
-
-
 def daemon_hops(samples, peer, leg):
     """The same list from ibfabric_path_hop_info (a/b ends and direction back to sender/receiver)."""
     rows = []

@@ -27,26 +27,34 @@ NO_DATA_HERE = {
     "Kubelet pod-resources errors per second": "no kubelet",
     # Localization: the probes here are UDP on loopback, which the fabric does not carry.
     # tests/integration/test_localization.py checks these panels on MAD probes and a bad cable.
-    "Suspect cables": "no faulty cable",
+    "Suspects": "no faulty cable or host",
     "Path of the selected prober and peer": "no MAD probes",
     "Untraced paths": "no untraceable path",
     "Paths per state": "no paths collector",
 }
 
 
-def shortened_rules(directory, short_for="3s"):
+def shortened_rules(directory, short_for="3s", min_window=4):
     """The shipped rules on a test's time scale, written to directory/ibfabric.rules.yml: every
-    `for:` becomes short_for and every range window is divided by 60 (a minute becomes a second,
-    1h 60s, 1d 1440s), so that alerts fire and resolve within a test. Expressions and thresholds
-    are otherwise as shipped."""
+    `for:` becomes short_for, every range window and `keep_firing_for:` is divided by 60 (a
+    minute becomes a second, 1h 60s, 1d 1440s) but never below min_window seconds (a rate needs
+    two scrapes in its window), and a group's own evaluation `interval:` is divided by 10. So
+    alerts fire and resolve within a test; expressions and thresholds are otherwise as shipped."""
     with open(RULES) as f:
         text = f.read()
     text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + short_for, text, flags=re.M)
     assert n > 0
     seconds = {"m": 1, "h": 60, "d": 1440}
-    text, n = re.subn(r"\[(\d+)([mhd])\]",
-                      lambda m: "[%ds]" % (int(m.group(1)) * seconds[m.group(2)]), text)
+
+    def scaled(m):
+        return "%ds" % max(min_window, int(m.group(1)) * seconds[m.group(2)])
+    text, n = re.subn(r"\[(\d+)([mhd])\]", lambda m: "[%s]" % scaled(m), text)
     assert n > 0
+    text = re.sub(r"^(\s+keep_firing_for: )(\d+)([mhd])$",
+                  lambda m: m.group(1) + scaled(re.match(r"(\d+)([mhd])", m.group(2) + m.group(3))),
+                  text, flags=re.M)
+    text = re.sub(r"^(    interval: )(\d+)s$",
+                  lambda m: m.group(1) + "%gs" % max(1, int(m.group(2)) // 10), text, flags=re.M)
     path = os.path.join(directory, "ibfabric.rules.yml")
     with open(path, "w") as f:
         f.write(text)
