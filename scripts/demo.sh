@@ -122,12 +122,13 @@ demo: faults, written into ibsim's console (alerts fire within a few minutes):
         echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd
         echo 'PerformanceSet "leaf-1"[5] PortCounters.SymbolErrorCounter=1000' > $scratch/ibsim.cmd
         echo 'Unlink "gpu-node-02 mlx5_0"[1]' > $scratch/ibsim.cmd    # a host's cable: IbfabricPortDown
-        echo 'Error "gpu-node-03 mlx5_0"[1] 30' > $scratch/ibsim.cmd  # 30 % of the packets into gpu-node-03 lost:
-            # IbfabricProbeLoss for its pairs, then IbfabricSuspectLink names the cable
-            # "leaf-a02 (rack A2) port 1 <-> gpu-node-03 port 1" (probe dashboard, "Where is it?")
-        echo 'Error "gpu-node-03 mlx5_0"[1] 0' > $scratch/ibsim.cmd   # clears it
-demo: an RTT spike: pause gpu-node-02's daemon for a moment, and the others' probes to it wait:
-        kill -STOP ${daemon_pids[1]}; sleep 0.3; kill -CONT ${daemon_pids[1]}
+        echo 'Error "gpu-node-03 mlx5_0"[1] 2' > $scratch/ibsim.cmd   # 2 % of the packets into gpu-node-03 lost:
+            # within a minute IbfabricSuspectLink names the cable "leaf-a02 (rack A2) port 1 <->
+            # gpu-node-03 port 1", with both ends' counters (probe dashboard, "Where is it?")
+        echo 'Error "gpu-node-03 mlx5_0"[1] 0' > $scratch/ibsim.cmd   # clears it (the alert stays 10 minutes)
+demo: a stalled host: pause gpu-node-02's daemon six times; the others' probes to it are answered
+      late, and IbfabricSuspectHost names gpu-node-02 (no cable):
+        for i in 1 2 3 4 5 6; do kill -STOP ${daemon_pids[1]}; sleep 0.4; kill -CONT ${daemon_pids[1]}; sleep 0.6; done
 demo: logs in $scratch; Ctrl-C stops the demo
 EOF
 wait "${daemon_pids[0]}"
