@@ -6,13 +6,12 @@ the daemon's MAD paths, the `fabric` sweep and the `ports` collector keep every 
 the lost queries; a real `Unlink` under the same drops still shows as down."""
 
 import os
-import shutil
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, find_samples
+from ibfabric_testlib import find_sample, find_samples, require_tools
 from gen_fattree import fattree
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 # 4 leaves x 3 HCAs, 2 spines, 5 ports per switch: 6 switches, 30 switch ports (28 cabled).
 LEAVES, SPINES, HCAS = 4, 2, 3
@@ -61,8 +60,7 @@ def runs(samples, collector="fabric"):
     return value(samples, "ibfabric_collector_runs_total", collector=collector) or 0
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS)
 class LossyFabricTest(unittest.TestCase):
 
     def setUp(self):

@@ -16,14 +16,13 @@ class the SM registered no agent for would kill it."""
 import os
 import random
 import re
-import shutil
 import tempfile
 import time
 import unittest
 
 from gen_fattree import fattree
-from ibfabric_testlib import find_samples, parse_exposition
-from simfabric import SHIM, SimFabric
+from ibfabric_testlib import find_samples, parse_exposition, require_tools
+from simfabric import SIM_TOOLS, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 HOP = re.compile(r'^\[(\d+)\] -> \S+ port \{0x[0-9a-f]+\}\[(\d+)\] lid \S+ "([^"]*)"')
@@ -67,9 +66,7 @@ def daemon_hops(samples, peer, leg):
 
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
-                     shutil.which("ibtracert") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibtracert")
 class PathsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -32,9 +32,9 @@ import unittest
 import urllib.request
 
 from gen_fattree import fattree
-from ibfabric_testlib import find_sample
+from ibfabric_testlib import find_sample, require_tools
 from promserver import PromServer
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 HOST = "node-001 mlx5_0"
 SWEEP = 0.3  # seconds between fabric sweeps
@@ -118,9 +118,7 @@ def slow_read(url, encoding, out):
     out.append(gzip.decompress(body).decode() if encoding == "gzip" else body.decode())
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM)
-                     and shutil.which("prometheus"),
-                     "needs ibsim-utils, opensm, prometheus (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "prometheus", "promtool")
 @unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1", "release suite only (CI budget)")
 class ScrapeConsistencyTest(unittest.TestCase):
 

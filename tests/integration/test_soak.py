@@ -74,8 +74,8 @@ import urllib.request
 
 from fake_netlink import FakeNetlink
 from ibfabric_testlib import find_sample, find_samples, fixture, free_port, parse_exposition, \
-    source_dir
-from simfabric import SimFabric
+    require_tools, source_dir
+from simfabric import SIM_TOOLS, SimFabric
 from slowloris import SlowClients
 
 TOPOLOGY = os.path.join(source_dir(), "config", "demo", "fabric.topo")
@@ -240,7 +240,7 @@ class Scraper:
             self._prev = counters
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm"), "needs ibsim and opensm")
+@require_tools(*SIM_TOOLS, "smpquery")
 class SoakTest(unittest.TestCase):
     def test_chaos_soak(self):
         seed = int(os.environ.get("IBFABRIC_TEST_SEED", str(int(time.time() * 1000) % 2**31)))
