@@ -30,9 +30,12 @@
 
 #include <chrono>
 #include <cmath>
+#include <functional>
 #include <map>
+#include <optional>
 #include <regex>
-#include <set>
+#include <sstream>
+#include <thread>
 
 namespace ibfabric::state {
 namespace {
@@ -262,7 +265,8 @@ State fabric_state(std::uint64_t origin, std::vector<LinkRecord> links) {
 // fabric's compression) and what they posted has run: a write a collection started has landed
 // by then, or there was none.
 void settle(boost::asio::io_context& io) {
-  EXPECT_TRUE(run_until(io, [] { return OffLoop::running() == 0; }));
+  EXPECT_TRUE(run_until(io, [] { return OffLoop::running() == 0; }))
+      << "a worker thread of this process still runs (one of another test?)";
   io.restart();
   io.poll();
 }
@@ -276,6 +280,9 @@ const LinkRecord* record(const State& state, std::uint64_t guid, int port) {
 
 class StateRestore : public ::testing::Test {
  protected:
+  // A write still under way does not outlive the directory.
+  void TearDown() override { settle(io_); }
+
   std::unique_ptr<fabric::FabricCollector> fabric_collector(std::chrono::nanoseconds memory = 24h) {
     fabric::FabricConfig config;
     config.link_memory = memory;
