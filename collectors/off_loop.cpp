@@ -37,7 +37,17 @@ std::string OffLoop::start(std::function<Then()> work) {
     slot->busy.store(false, std::memory_order_release);
     {
       std::lock_guard lock(mailbox->mutex);
-      if (mailbox->io && then) boost::asio::post(*mailbox->io, std::move(then));
+      if (mailbox->io && then) {
+        // Checked again when it runs: closed in between, its owner may be gone (a StateStore
+        // destroyed with its write's result still queued ran that result on freed memory).
+        boost::asio::post(*mailbox->io, [mailbox, then = std::move(then)] {
+          {
+            std::lock_guard lock(mailbox->mutex);
+            if (!mailbox->io) return;
+          }
+          then();
+        });
+      }
     }
     g_running.fetch_sub(1, std::memory_order_release);
   };

@@ -10,16 +10,15 @@ import concurrent.futures
 import os
 import random
 import re
-import shutil
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, find_samples, parse_exposition, run_once
+from ibfabric_testlib import find_sample, find_samples, parse_exposition, require_tools, run_once
 from fabric_topology import fnv1a_guid, parse_ibnetdiscover
 from gen_fattree import fattree
 from pma_counters import (DATA_COUNTERS as ALL_DATA_COUNTERS, DETAIL_COUNTERS, ERROR_COUNTERS,
                           ERRORS_AND_TRAFFIC)
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 HOST = "node-002 mlx5_0"  # the daemon's node (opensm runs on node-001)
 
@@ -69,8 +68,7 @@ def parse_perfquery_loop(text):
     return ports
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibnetdiscover")
 class FabricTest(unittest.TestCase):
 
     @classmethod

@@ -33,11 +33,11 @@ import time
 import unittest
 
 from gen_fattree import fattree, hca_name, leaf_name
-from ibfabric_testlib import find_samples, free_port
+from ibfabric_testlib import find_samples, free_port, require_tools
 from promserver import PromServer
 from routes import pair_links
 from shipped import dashboard_queries, shortened_rules
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 LEAVES, SPINES, HCAS = 3, 2, 2
@@ -61,11 +61,7 @@ def cable(a, ap, b, bp):
     return ("link", frozenset({(a, str(ap)), (b, str(bp))}))
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
-                     shutil.which("ibtracert") and shutil.which("prometheus") and
-                     os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm, infiniband-diags and prometheus "
-                     "(scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibtracert", "prometheus", "promtool")
 @unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1",
                  "a test of the shipped rules: the release suite runs it; under the sanitizers "
                  "the daemon's part (paths, MAD probes and responders) is test_paths' and "

@@ -30,17 +30,16 @@ import hashlib
 import json
 import os
 import re
-import shutil
 import tempfile
 import time
 import unittest
 
 from fabric_topology import fnv1a_guid, parse_ibnetdiscover
 from gen_fattree import fattree
-from ibfabric_testlib import fixture, free_port, source_dir
+from ibfabric_testlib import fixture, free_port, require_tools, source_dir
 from promserver import PromServer
 from shipped import NO_DATA_HERE, RULES, dashboard_queries, rule_exprs, shortened_rules
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 from victoriametrics import (FakeAlertmanager, VictoriaMetrics, VmAlert, flags_from_default_file,
                              flags_from_unit)
 
@@ -100,11 +99,8 @@ DAEMONS = [
 
 @unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1",
                  "a deployment test: runs in the release suite only")
-@unittest.skipUnless(shutil.which("ibsim") and os.path.exists(SHIM) and
-                     shutil.which("victoria-metrics") and shutil.which("vmalert") and
-                     shutil.which("prometheus"),
-                     "needs ibsim-utils, opensm, prometheus, victoria-metrics "
-                     "(scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibnetdiscover", "prometheus", "promtool", "victoria-metrics",
+                "vmalert")
 class MultiPrometheusTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

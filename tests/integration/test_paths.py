@@ -15,15 +15,14 @@ class the SM registered no agent for would kill it."""
 
 import os
 import random
-import shutil
 import tempfile
 import time
 import unittest
 
 from gen_fattree import fattree
-from ibfabric_testlib import find_samples, parse_exposition
+from ibfabric_testlib import find_samples, parse_exposition, require_tools
 from routes import ibtracert_hops
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 def daemon_hops(samples, peer, leg):
@@ -41,9 +40,7 @@ def daemon_hops(samples, peer, leg):
 
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
-                     shutil.which("ibtracert") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibtracert")
 class PathsTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -4,15 +4,15 @@ same ports, link changes show within a poll, MAD drops show as timeouts and retr
 or frozen simulator does not take the daemon down."""
 
 import os
-import shutil
 import signal
 import subprocess
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, find_samples, ibfabricd_path, parse_exposition
+from ibfabric_testlib import find_sample, find_samples, ibfabricd_path, parse_exposition, \
+    require_tools
 from pma_counters import DATA_COUNTERS, ERROR_COUNTERS
-from simfabric import SHIM, SimFabric, parse_dotted
+from simfabric import SIM_TOOLS, SimFabric, parse_dotted
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
 HOST = "Hca2"          # the node the daemon runs on; opensm runs on Hca1
@@ -94,8 +94,7 @@ class Tools:
                                             host=HOST).stdout)
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "smpquery")
 class PortsTest(unittest.TestCase):
 
     def fabric(self, name):

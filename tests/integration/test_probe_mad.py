@@ -16,15 +16,14 @@ otherwise poll the responders' IsSM ports with SMInfo), and is stopped before `i
 starts (which has no agent for SMInfo at all)."""
 
 import os
-import shutil
 import signal
 import socket
 import tempfile
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, find_samples, parse_exposition
-from simfabric import SHIM, SimFabric, parse_dotted
+from ibfabric_testlib import find_sample, find_samples, parse_exposition, require_tools
+from simfabric import SIM_TOOLS, SimFabric, parse_dotted
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
 SM_HOST = "Switch1"
@@ -36,9 +35,7 @@ SILENT_NAME = "rack-07/silent"  # its name in the prober's node-name-map
 
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and
-                     shutil.which("ibping") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "ibping", "smpquery")
 class MadProbeTest(unittest.TestCase):
     """One fabric for the class; the tests run in name order, the last one stops opensm."""
 

@@ -15,11 +15,14 @@ sweep duration (a float with microseconds, different every sweep); in every scra
 Prometheus servers (their samples of one scrape share a timestamp) and every slow body, the pair
 must be one the fast client saw. The slow Prometheus's scrapes (at least three: the test waits for
 them) must each have spanned more than two sweeps, and every scrape of both must have succeeded.
+The clients run on threads of an executor and the test takes each one's result, so a failure on
+any of them (two durations for one run, a truncated gzip body, a failed request) fails the test.
 
 Not in the sanitized suites (IBFABRIC_SANITIZED=1), for the CI budget: the code it runs is the
 exporter's, which the unit tests (render_test, http_server_test) run sanitized.
 """
 
+import concurrent.futures
 import gzip
 import os
 import re
@@ -32,9 +35,9 @@ import unittest
 import urllib.request
 
 from gen_fattree import fattree
-from ibfabric_testlib import find_sample
+from ibfabric_testlib import find_sample, require_tools
 from promserver import PromServer
-from simfabric import SHIM, SimFabric
+from simfabric import SIM_TOOLS, SimFabric
 
 HOST = "node-001 mlx5_0"
 SWEEP = 0.3  # seconds between fabric sweeps
@@ -118,9 +121,7 @@ def slow_read(url, encoding, out):
     out.append(gzip.decompress(body).decode() if encoding == "gzip" else body.decode())
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM)
-                     and shutil.which("prometheus"),
-                     "needs ibsim-utils, opensm, prometheus (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "prometheus", "promtool")
 @unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1", "release suite only (CI budget)")
 class ScrapeConsistencyTest(unittest.TestCase):
 
@@ -173,32 +174,36 @@ scrape_configs:
     static_configs: [{targets: ["127.0.0.1:%d"]}]
 """ % proxy.port)
         bodies = []
-        fast_thread = threading.Thread(target=fast, daemon=True)
-        with direct, slow:
-            fast_thread.start()
-            started = time.time()
-            readers = [threading.Thread(target=slow_read, args=(url, encoding, bodies))
-                       for encoding in ("gzip", "identity", "gzip")]
-            for reader in readers:
-                reader.start()
-                time.sleep(0.5)
-            time.sleep(WINDOW)
-            for reader in readers:
-                reader.join(timeout=60)
-            # On a loaded machine the slow server may have finished fewer scrapes by now (its
-            # first one starts anywhere within its 5 s interval); the check needs three.
-            slow.wait_for(lambda: slow.query(
-                "count_over_time(ibfabric_fabric_sweep_duration_seconds[%ds]) >= 3"
-                % (time.time() - started + 2)), timeout=60, what="three slow scrapes")
+        # Threads of an executor: .result() raises whatever ended a client in the test's thread.
+        clients = concurrent.futures.ThreadPoolExecutor(max_workers=4)
+        try:
+            with direct, slow:
+                fast_client = clients.submit(fast)
+                started = time.time()
+                readers = []
+                for encoding in ("gzip", "identity", "gzip"):
+                    readers.append(clients.submit(slow_read, url, encoding, bodies))
+                    time.sleep(0.5)
+                time.sleep(WINDOW)
+                for reader in readers:
+                    reader.result(timeout=60)
+                # On a loaded machine the slow server may have finished fewer scrapes by now (its
+                # first one starts anywhere within its 5 s interval); the check needs three.
+                slow.wait_for(lambda: slow.query(
+                    "count_over_time(ibfabric_fabric_sweep_duration_seconds[%ds]) >= 3"
+                    % (time.time() - started + 2)), timeout=60, what="three slow scrapes")
+                stop.set()
+                fast_client.result(timeout=30)
+                window = "%ds" % (time.time() - started + 2)
+                pairs = {name: self.scraped_pairs(server, window)
+                         for name, server in (("direct", direct), ("slow", slow))}
+                durations = [float(v) for _, v in slow.query(
+                    "scrape_duration_seconds[%s]" % window)[0]["values"]]
+                ups = {name: [float(v) for _, v in server.query("up[%s]" % window)[0]["values"]]
+                       for name, server in (("direct", direct), ("slow", slow))}
+        finally:
             stop.set()
-            fast_thread.join(timeout=30)
-            window = "%ds" % (time.time() - started + 2)
-            pairs = {name: self.scraped_pairs(server, window)
-                     for name, server in (("direct", direct), ("slow", slow))}
-            durations = [float(v) for _, v in slow.query(
-                "scrape_duration_seconds[%s]" % window)[0]["values"]]
-            ups = {name: [float(v) for _, v in server.query("up[%s]" % window)[0]["values"]]
-                   for name, server in (("direct", direct), ("slow", slow))}
+            clients.shutdown(wait=False, cancel_futures=True)
         proxy.close()
 
         self.assertGreater(len(seen), WINDOW / SWEEP / 3, "the fabric did not sweep often")

@@ -8,15 +8,15 @@ with nothing."""
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
 import time
 import unittest
 
-from ibfabric_testlib import find_sample, find_samples, ibfabricd_path, parse_exposition
-from simfabric import SHIM, SimFabric, parse_dotted
+from ibfabric_testlib import find_sample, find_samples, ibfabricd_path, parse_exposition, \
+    require_tools
+from simfabric import SIM_TOOLS, SimFabric, parse_dotted
 
 TOPOLOGY = "/usr/share/doc/ibsim-utils/net-examples/net.2sw2path4hca"
 HOST = "Hca2"            # the daemon's node; it runs no SM
@@ -57,8 +57,7 @@ def master_info(samples):
     return None if s is None else s.labels
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS, "smpquery", "sminfo", "saquery")
 class SmTest(unittest.TestCase):
     """One fabric for the class; the tests run in name order and the last one kills the
     master."""

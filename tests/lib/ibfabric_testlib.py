@@ -86,6 +86,65 @@ def find_sample(samples, name, **labels):
     return found[0] if found else None
 
 
+# IBFABRIC_REQUIRE_ALL_TOOLS=1 (scripts/test.sh sets it once scripts/install-deps.sh has
+# installed every tool): a test that would skip for a missing tool fails instead, naming it,
+# since CTest counts a skipped Python test as passed. Without it (one test run by hand on a
+# machine without the tools) it still skips. Skips for other reasons (IBFABRIC_SANITIZED=1,
+# a host property, no root) are plain unittest skips and stay skips.
+def tools_required():
+    return os.environ.get("IBFABRIC_REQUIRE_ALL_TOOLS") == "1"
+
+
+def missing_tools(*tools):
+    """The tools not found: a command name looked up on PATH, or an absolute path that must
+    exist (the simulator's shim library)."""
+    return [t for t in tools
+            if not (os.path.exists(t) if os.path.isabs(t) else shutil.which(t))]
+
+
+def _missing_message(missing, why):
+    return "missing %s%s" % (", ".join(missing), " (%s)" % why if why else "")
+
+
+def require_tools(*tools, why="scripts/install-deps.sh installs them"):
+    """A class or test method decorator: skips when one of `tools` is missing (see
+    missing_tools), or, under IBFABRIC_REQUIRE_ALL_TOOLS=1, fails naming it: a class in its
+    setUpClass (before any fixture of its own is built), a method when it runs."""
+    missing = missing_tools(*tools)
+
+    def decorate(target):
+        if not missing:
+            return target
+        message = _missing_message(missing, why)
+        if not tools_required():
+            return unittest.skip(message)(target)
+        message += "; IBFABRIC_REQUIRE_ALL_TOOLS=1 makes that a failure"
+        if isinstance(target, type):
+            def set_up_class(cls):
+                raise AssertionError(message)
+            target.setUpClass = classmethod(set_up_class)
+            return target
+
+        def failing(self, *args, **kwargs):
+            self.fail(message)
+        failing.__name__ = target.__name__
+        failing.__doc__ = target.__doc__
+        return failing
+    return decorate
+
+
+def skip_unless_tools(test, *tools, why="scripts/install-deps.sh installs them"):
+    """In a running test: skips it when one of `tools` is missing, or fails it under
+    IBFABRIC_REQUIRE_ALL_TOOLS=1."""
+    missing = missing_tools(*tools)
+    if not missing:
+        return
+    message = _missing_message(missing, why)
+    if tools_required():
+        test.fail(message + "; IBFABRIC_REQUIRE_ALL_TOOLS=1 makes that a failure")
+    test.skipTest(message)
+
+
 def promtool_check_metrics(text):
     """`promtool check metrics` on exposition text: (exit code, everything it printed). promtool
     prints one line per problem, lint warnings included ("use base unit ...", "metric name

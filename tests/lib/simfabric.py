@@ -19,6 +19,9 @@ import time
 import uuid
 
 SHIM = "/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so"
+# What every simulated fabric needs (ibsim-utils, opensm, infiniband-diags: wait_ready polls with
+# perfquery), for ibfabric_testlib.require_tools.
+SIM_TOOLS = ("ibsim", "opensm", "perfquery", SHIM)
 
 
 class SimFabricError(RuntimeError):

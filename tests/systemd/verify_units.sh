@@ -13,7 +13,9 @@
 # container whose PID 1 is not systemd), and systemd-sysusers works on a scratch --root.
 # The udev part runs the real udev rules engine (`udevadm test`) on fake umad/issm/uverbs
 # devices inside a private mount namespace when udevadm and unshare are usable, and says
-# "skipped" otherwise; the static checks of the rule always run.
+# "skipped" otherwise (a missing udevadm fails under IBFABRIC_REQUIRE_ALL_TOOLS=1, which
+# scripts/test.sh sets; a host that allows no namespace is still a skip); the static checks of
+# the rule always run.
 #
 # Exits non-zero on the first failure; prints "systemd_units: ok" at the end.
 set -euo pipefail
@@ -258,6 +260,9 @@ EOF
 }
 rule_name=$(basename "$rules")
 if ! command -v udevadm >/dev/null; then
+  # scripts/test.sh installed every tool: a missing one is a failure there, not a skip.
+  [[ ${IBFABRIC_REQUIRE_ALL_TOOLS:-0} != 1 ]] ||
+    fail "udevadm not installed (Debian: apt-get install udev); IBFABRIC_REQUIRE_ALL_TOOLS=1 makes that a failure"
   echo "udev rule (udevadm test): skipped, udevadm not installed (Debian: apt-get install udev)"
 else
   set +e
