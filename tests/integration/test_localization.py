@@ -164,10 +164,13 @@ class LocalizationEndToEnd(unittest.TestCase):
         the descriptions. Fails if anything else was named at any poll."""
         others = {}
         seen = {}
+        evidence = []
 
         def poll():
             now = named_now(self.prom)
             for key, description in now.items():
+                if key not in culprits and key not in others and not evidence:
+                    evidence.append(self.evidence())  # as it was when a bystander showed
                 (seen if key in culprits else others)[key] = description
             return set(culprits) <= set(now)
         try:
@@ -180,7 +183,7 @@ class LocalizationEndToEnd(unittest.TestCase):
             poll()
             time.sleep(0.5)
         if others:
-            self.fail("%s: named besides the culprit: %s\n%s" % (what, others, self.evidence()))
+            self.fail("%s: named besides the culprit: %s\n%s" % (what, others, evidence[0]))
         return seen
 
     def evidence(self):
