@@ -14,10 +14,10 @@
 // retried `retries` times before it fails with Status::timeout.
 //
 // Ports are opened lazily, on the first request that needs them (or at the daemon's start, see
-// open_default_port()), and never as issm. When a port breaks (the simulator dies, the device
-// goes away), everything pending on it fails with Status::port_error, the port is closed, and it
-// is reopened on a later request once a backoff has passed; until then requests for it fail at
-// once with Status::port_unavailable.
+// open_default_port()), and never as issm on a host (see take_simulator_issm()). When a port
+// breaks (the simulator dies, the device goes away), everything pending on it fails with
+// Status::port_error, the port is closed, and it is reopened on a later request once a backoff
+// has passed; until then requests for it fail at once with Status::port_unavailable.
 //
 // Destruction: safe with requests in flight. Callbacks that have not run yet are dropped (never
 // called), receiver threads are joined, ports are closed.
@@ -84,6 +84,16 @@ struct LocalPort {
   std::uint64_t node_guid = 0;
   std::string link_layer;  // "InfiniBand" or "Ethernet"
 };
+
+// Under the simulator's shim (libumad2sim), SIM_SET_ISSM marks the process's port IsSM as the
+// shim attaches, at the process's first access of the IB paths, and from then on ibsim delivers
+// requests to it (a peer's probe, an SM's SMInfo): one of a class the process has no agent for
+// yet ends it (SIGSEGV), and the shim's own setup after attaching takes milliseconds. So call
+// this first thing in main(), before any thread: with SIM_SET_ISSM set and the shim preloaded,
+// it takes SIM_SET_ISSM out of the environment, and the engine's first port open marks IsSM
+// itself (opening the port's issm device, as opensm does) once every agent is registered.
+// Otherwise (every real host) it does nothing.
+void take_simulator_issm();
 
 // Every port of every CA libibumad finds, sorted by CA then port. Empty when there is none or
 // libibumad cannot be initialised. Synchronous sysfs reads only.

@@ -94,6 +94,14 @@ inline std::uint8_t* mutable_bytes(const std::uint8_t* p) { return const_cast<st
 
 // libibumad's umad_init(), once per process; false when it failed (logged once).
 bool init_umad();
+// The IsSM mark take_simulator_issm() held back, set on `addr` (its issm device opened and kept
+// open: closing it would clear the mark) once its agents are registered; once per process,
+// nothing when none was held back. Under the shim only, so its two sysfs reads may run on the
+// loop.
+void mark_simulator_issm(const PortAddress& addr);
+// Clears that mark (closes the issm device): called before the engine closes its ports, so that
+// no request reaches the process while it closes them and exits.
+void unmark_simulator_issm();
 
 // libibumad's blocking part of finding and opening a port: sysfs reads (umad_get_port) and
 // umad_open_port, which on a real host can wait as long as an HCA firmware command. Both run on

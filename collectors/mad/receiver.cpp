@@ -53,6 +53,7 @@ EngineImpl::EngineImpl(boost::asio::io_context& io, EngineConfig config, PortOps
 }
 
 EngineImpl::~EngineImpl() {
+  unmark_simulator_issm();
   for (auto& [addr, port] : ports_) close_port(port);
   // Pending requests and their callbacks are dropped with the maps; their timers' handlers
   // hold only weak pointers. A worker still resolving or opening posts nothing once its
@@ -327,6 +328,9 @@ void EngineImpl::adopt(OpenPort& port, const Opened& result, PortHandle& handle,
       register_service(port, sid, service);
     }
   }
+  // Only now may requests come (take_simulator_issm); not on the worker, whose port may yet be
+  // dropped as late.
+  mark_simulator_issm(addr);
   port.sm_lid = result.sm_lid;
   receiver->thread =
       std::thread([this_weak = weak_from_this(), receiver, addr, gen = port.generation, &io = io_] {
@@ -446,9 +450,9 @@ void EngineImpl::first_opened(std::uint64_t id, std::optional<PortAddress> addr,
   }
   adopt(port, result, *handle, agents, for_services);
   if (result.registered_at != Clock::time_point{}) {
-    // From the first access of the IB stack to the last agent registered: the window in which
-    // the simulator's shim could deliver a request of a class with no agent (docs/design.md).
-    // An upper bound: it starts before the first access.
+    // From the first access of the IB stack to the last agent registered: the window in which,
+    // but for the late IsSM mark, the simulator's shim could deliver a request of a class with
+    // no agent (docs/design.md). An upper bound: it starts before the first access.
     spdlog::info(
         "mad: default port opened ca={} port={} agents={} first_access_to_registered_us={}",
         addr->ca, addr->port, agents.size(),
