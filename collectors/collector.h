@@ -51,6 +51,12 @@ class Collector {
   // Starts one collection. Must call `done` exactly once, on the io_context's thread (it may
   // call it before returning). Must not throw and must not block on device I/O.
   virtual void collect(Done done) = 0;
+  // Called once on the loop before the first collect() of a collector that is going to run (not
+  // by --check-config, nor for one a reload builds and drops). True when it sends or answers
+  // MADs; then the daemon opens the MAD engine's default port before any collector's first run,
+  // so a collector that answers MADs declares its services (mad::Engine::serve) here, and their
+  // agents register in that same open (docs/design.md, "The MAD engine's port opens").
+  virtual bool prepare_mad() { return false; }
 };
 
 class BlockingCollector : public Collector {

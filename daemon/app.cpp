@@ -237,13 +237,19 @@ int App::run() {
 int App::run_once() {
   std::size_t pending = runners_.size();
   bool all_ok = true;
-  for (auto& runner : runners_) {
-    runner->run_once([&](bool success) {
-      all_ok = all_ok && success;
-      if (--pending == 0) io_.stop();
-    });
+  if (pending > 0) {
+    prepare_runners(
+        io_, runners_, [this] { return mad_engine(); },
+        [&] {
+          for (auto& runner : runners_) {
+            runner->run_once([&](bool success) {
+              all_ok = all_ok && success;
+              if (--pending == 0) io_.stop();
+            });
+          }
+        });
+    io_.run();
   }
-  if (pending > 0) io_.run();
   std::cout << render();
   std::cout.flush();
   for (auto& runner : runners_) runner->stop();
@@ -279,7 +285,12 @@ int App::serve() {
     spdlog::critical("msg=\"cannot start the metrics endpoint\" error=\"{}\"", e.what());
     return 1;
   }
-  for (auto& runner : runners_) runner->start();
+  // The MAD engine's port opens (and its responder registers) before any collector runs.
+  prepare_runners(
+      io_, runners_, [this] { return mad_engine(); },
+      [runners = runners_] {
+        for (auto& runner : runners) runner->start();
+      });
   arm_signals();
   arm_heartbeat(std::chrono::steady_clock::now());
   std::uint64_t watchdog_usec = 0;
@@ -359,6 +370,13 @@ void App::reload() {
       if (old != runners_.end()) fresh->carry_health(**old);
       started.push_back(fresh);
     }
+    // Before the replaced collectors stop: a new probe collector's responder then shares the
+    // agent of the one it replaces, and the class is never without one.
+    prepare_runners(
+        io_, started, [this] { return mad_engine(); },
+        [started] {
+          for (auto& runner : started) runner->start();
+        });
     for (auto& runner : runners_) {
       if (std::find(kept.begin(), kept.end(), runner) != kept.end()) continue;
       // A replaced collector's last snapshot stays shown until its new runner publishes.
@@ -372,7 +390,6 @@ void App::reload() {
                              [&](const auto& r) { return r->name() == fresh->name(); });
       runners_.push_back(it != kept.end() ? *it : fresh);
     }
-    for (auto& runner : started) runner->start();
     node_names_ = next_names;
     apply_log_level(next.log_level);
     config_ = std::move(next);

@@ -1,5 +1,6 @@
 #include "daemon/collector_runner.h"
 
+#include "collectors/mad/engine.h"
 #include "exporters/prometheus/render.h"
 
 #include <spdlog/fmt/fmt.h>
@@ -257,6 +258,27 @@ void CollectorRunner::publish(bool success, MetricFamilies metrics) {
   }
   preparer_(name_, std::move(snapshot), [self = weak_from_this(), show](SnapshotPtr ready) {
     if (self.lock()) show(std::move(ready));
+  });
+}
+
+void prepare_runners(boost::asio::io_context& io,
+                     const std::vector<std::shared_ptr<CollectorRunner>>& runners,
+                     const std::function<std::shared_ptr<mad::Engine>()>& engine,
+                     std::function<void()> start) {
+  bool uses_mad = false;
+  for (const auto& runner : runners) uses_mad = runner->prepare_mad() || uses_mad;
+  auto mad = uses_mad && engine ? engine() : nullptr;
+  if (!mad) {
+    boost::asio::post(io, std::move(start));
+    return;
+  }
+  mad->open_default_port([start = std::move(start)](const std::string& error) {
+    if (!error.empty()) {
+      spdlog::info(
+          "msg=\"the MAD engine's default port is not open; collectors start\" error=\"{}\"",
+          error);
+    }
+    start();
   });
 }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace ibfabric {
 
@@ -48,6 +49,8 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   void stop(bool keep_snapshot = false);
   // One run, then `done` (for --once); `done` is called at the deadline at the latest.
   void run_once(std::function<void(bool success)> done);
+  // The collector's Collector::prepare_mad(): once, before start() or run_once().
+  bool prepare_mad() { return collector_->prepare_mad(); }
 
   const std::string& name() const { return name_; }
 
@@ -116,5 +119,17 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   double last_success_unix_seconds_ = 0;
   std::string last_error_;
 };
+
+// Gets `runners` ready for their first run, then calls `start` on the loop (never inside this
+// call): every collector declares its use of MAD (Collector::prepare_mad); when one uses it, the
+// MAD engine (`engine()`) opens its default port first, registering the agents of every service
+// declared, and `start` waits until that open has finished, failed or passed its deadline
+// (mad::Engine::open_default_port). So that open is the daemon's first access of the IB stack:
+// no collector lists the local ports or reads the IB tree of sysfs before it. The loop never
+// waits for it.
+void prepare_runners(boost::asio::io_context& io,
+                     const std::vector<std::shared_ptr<CollectorRunner>>& runners,
+                     const std::function<std::shared_ptr<mad::Engine>()>& engine,
+                     std::function<void()> start);
 
 }  // namespace ibfabric

@@ -8,6 +8,8 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
+  // Before any thread: it changes the environment (collectors/mad/engine.h).
+  ibfabric::mad::take_simulator_issm();
   // Plain lines on stderr; under journald (JOURNAL_STREAM set) its own timestamps suffice.
   auto logger = spdlog::stderr_logger_mt("ibfabricd");
   logger->set_pattern(std::getenv("JOURNAL_STREAM") ? "level=%l %v"

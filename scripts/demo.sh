@@ -80,21 +80,12 @@ for i in "${!nodes[@]}"; do
   if [[ $node == sm-node ]]; then responder=false env=(); fi
   printf '  probe:\n    enabled: true\n    interval: 5s\n    udp_listen: ""\n    mad_responder: %s\n    probe_interval: 100ms\n    spike_floor: 20ms\n    targets:\n%s\n  paths:\n    enabled: true\n    interval: 10s\n' \
     "$responder" "$(targets "$i")" >>"$config"
-  # Under the shim a probe that reaches a responder before it registered ends it: the daemons
-  # already running wait (SIGSTOP) until the new one serves.
-  ((${#daemon_pids[@]})) && kill -STOP "${daemon_pids[@]}"
+  # Started together, while the others already probe: a daemon registers its responder in the
+  # same call as its port's open, and takes requests only then (docs/design.md).
   env "${env[@]}" SIM_HOST="$node mlx5_0" LD_PRELOAD=$shim setsid "$root/build/daemon/ibfabricd" \
     --config "$config" --node-name-map "$root/config/demo/ib-node-name-map" \
     --web.listen-address ":$node_port" "${args[@]}" >"$node.log" 2>&1 &
   pid=$!
-  if [[ $responder == true ]]; then
-    for _ in $(seq 200); do
-      grep -q "mad: serving class 0x32" "$node.log" 2>/dev/null && break
-      kill -0 "$pid" 2>/dev/null || break
-      sleep 0.1
-    done
-  fi
-  ((${#daemon_pids[@]})) && kill -CONT "${daemon_pids[@]}"
   daemon_pids+=("$pid")
   pids+=("$pid")
   scrape_targets+="${scrape_targets:+, }\"localhost:$node_port\""

@@ -59,6 +59,7 @@ class FabricCollector final : public Collector {
                   std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
                   std::shared_ptr<const NodeNameMap> names, std::string state_directory = "");
   void collect(Done done) override;
+  bool prepare_mad() override { return true; }
 
   // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
   // or a route) and attribute when it starts failing, and again when it works.

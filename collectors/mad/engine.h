@@ -13,7 +13,8 @@
 // the daemon (token bucket; retries count too). Each attempt has its own timeout; a request is
 // retried `retries` times before it fails with Status::timeout.
 //
-// Ports are opened lazily, on the first request that needs them, and never as issm. When a port
+// Ports are opened lazily, on the first request that needs them (or at the daemon's start, see
+// open_default_port()), and never as issm on a host (see take_simulator_issm()). When a port
 // breaks (the simulator dies, the device goes away), everything pending on it fails with
 // Status::port_error, the port is closed, and it is reopened on a later request once a backoff
 // has passed; until then requests for it fail at once with Status::port_unavailable.
@@ -83,6 +84,16 @@ struct LocalPort {
   std::uint64_t node_guid = 0;
   std::string link_layer;  // "InfiniBand" or "Ethernet"
 };
+
+// Under the simulator's shim (libumad2sim), SIM_SET_ISSM marks the process's port IsSM as the
+// shim attaches, at the process's first access of the IB paths, and from then on ibsim delivers
+// requests to it (a peer's probe, an SM's SMInfo): one of a class the process has no agent for
+// yet ends it (SIGSEGV), and the shim's own setup after attaching takes milliseconds. So call
+// this first thing in main(), before any thread: with SIM_SET_ISSM set and the shim preloaded,
+// it takes SIM_SET_ISSM out of the environment, and the engine's first port open marks IsSM
+// itself (opening the port's issm device, as opensm does) once every agent is registered.
+// Otherwise (every real host) it does nothing.
+void take_simulator_issm();
 
 // Every port of every CA libibumad finds, sorted by CA then port. Empty when there is none or
 // libibumad cannot be initialised. Synchronous sysfs reads only.
@@ -209,10 +220,21 @@ class Engine {
 
   // Answers Get requests of vendor class `mgmt_class` (range 2, 0x30-0x4f) with `oui` that
   // arrive at `via`, at most `max_per_second` answers (a token bucket one second deep). The
-  // handler runs on the io_context's thread. Nothing is sent but answers to requests.
+  // handler runs on the io_context's thread. Nothing is sent but answers to requests. Declared
+  // before open_default_port(), its agent registers in that open; when its port is open
+  // already, at once (sharing the agent of a service of the same class that it replaces).
   virtual std::unique_ptr<Service> serve(PortAddress via, std::uint8_t mgmt_class,
                                          std::uint32_t oui, double max_per_second,
                                          RequestHandler handler) = 0;
+
+  // Opens the default port now, in one call on a worker thread: libibumad's first access (under
+  // the simulator's shim, from that moment the process receives MADs), resolving the port,
+  // umad_open_port, and registering the SMP classes' agents and those of every service
+  // declared so far, back to back. `done` runs on the io_context's thread once that call
+  // returned ("" or why the port is not open) or passed its deadline, never inside this call;
+  // soon when the port is open already or an open of it is under way. Requests submitted
+  // meanwhile wait for it. The daemon calls it before any collector's first run.
+  virtual void open_default_port(std::function<void(std::string error)> done) = 0;
 
   // A handle whose destruction drops the callbacks of every request submitted through it that
   // has not completed yet. Collectors submit through their own Client so that a collector can

@@ -94,6 +94,14 @@ inline std::uint8_t* mutable_bytes(const std::uint8_t* p) { return const_cast<st
 
 // libibumad's umad_init(), once per process; false when it failed (logged once).
 bool init_umad();
+// The IsSM mark take_simulator_issm() held back, set on `addr` (its issm device opened and kept
+// open: closing it would clear the mark) once its agents are registered; once per process,
+// nothing when none was held back. Under the shim only, so its two sysfs reads may run on the
+// loop.
+void mark_simulator_issm(const PortAddress& addr);
+// Clears that mark (closes the issm device): called before the engine closes its ports, so that
+// no request reaches the process while it closes them and exits.
+void unmark_simulator_issm();
 
 // libibumad's blocking part of finding and opening a port: sysfs reads (umad_get_port) and
 // umad_open_port, which on a real host can wait as long as an HCA firmware command. Both run on
@@ -110,7 +118,8 @@ struct Opened {
   int portid = -1;  // < 0: not opened, `error` says why
   std::uint16_t sm_lid = 0;
   std::string error;
-  std::vector<int> agents;  // one per AgentSpec asked for, in order; < 0: that one failed
+  std::vector<int> agents;            // one per AgentSpec asked for, in order; < 0: that one failed
+  Clock::time_point registered_at{};  // after the last agent's registration (0: not told)
 };
 struct PortOps {
   // The port libibumad picks for CA `ca` ("" = the first) and port `port` (0 = the first
@@ -263,6 +272,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void fill_metrics(MetricsBuilder& out) const override;
   std::unique_ptr<Service> serve(PortAddress via, std::uint8_t mgmt_class, std::uint32_t oui,
                                  double max_per_second, RequestHandler handler) override;
+  void open_default_port(std::function<void(std::string)> done) override;
   std::string refresh_service(int id);
   void end_service(int id);
   const ServiceEntry* service(int id) const;
@@ -294,6 +304,9 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void enqueue(PendingPtr p, OpenPort& port);
   // Fails what waited in `call` with port_unavailable and `error`.
   void fail_parked(OffLoopCall& call, const std::string& error);
+  // Sends `p` on to its port once resolved, else parks it behind the resolve of its `via`
+  // (the caller pumps).
+  void dispatch(PendingPtr p);
 
   // receiver.cpp
   // The port `via` names once resolved (as asked when it names both CA and port); nullopt
@@ -310,6 +323,18 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   std::optional<std::string> start_open(OpenPort& port);
   void opened(PortAddress addr, std::uint64_t id, Opened result, std::shared_ptr<PortHandle> handle,
               const std::vector<AgentSpec>& agents, const std::vector<int>& for_services);
+  // Takes over the port a worker opened: the agents it registered (`for_services`: the service
+  // of each, 0 for the SMP classes), the services it did not, the receiver thread.
+  void adopt(OpenPort& port, const Opened& result, PortHandle& handle,
+             const std::vector<AgentSpec>& agents, const std::vector<int>& for_services);
+  // The first open of the default port (open_default_port): resolved, opened and registered on
+  // one worker call; what waited for it goes on.
+  void first_opened(std::uint64_t id, std::optional<PortAddress> addr, std::string error,
+                    Opened result, std::shared_ptr<PortHandle> handle,
+                    const std::vector<AgentSpec>& agents, const std::vector<int>& for_services,
+                    Clock::time_point started_at);
+  void first_open_expired(std::uint64_t id);
+  void end_first_open(const std::string& error);
   void open_expired(PortAddress addr, std::uint64_t id);
   void port_failed(OpenPort& port, std::string error);
   void close_port(OpenPort& port);
@@ -339,6 +364,10 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   // entry goes when its port breaks.
   std::map<PortAddress, PortAddress> resolved_;
   std::map<PortAddress, std::unique_ptr<OffLoopCall>> resolving_;
+  // open_default_port's call. While it runs, no other call touches libibumad: requests wait in
+  // it, and services and default_port() start nothing.
+  std::unique_ptr<OffLoopCall> first_open_;
+  std::vector<std::function<void(std::string)>> first_open_done_;
   std::uint64_t generations_ = 0;
   std::map<std::string, DestQueue> dests_;
   std::deque<std::string> ready_;  // destinations with queued work and a free slot

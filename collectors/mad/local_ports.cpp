@@ -1,6 +1,11 @@
 // The local CA ports, as libibumad reads them from sysfs (no MAD is sent).
 #include "collectors/mad/engine_impl.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
 namespace ibfabric::mad {
 
 namespace detail {
@@ -30,7 +35,48 @@ bool init_umad() {
   return umad_ready;
 }
 
+namespace {
+std::mutex issm_mutex;
+bool issm_held_back = false;  // by take_simulator_issm(), before any thread
+int issm_fd = -1;
+}  // namespace
+
+void mark_simulator_issm(const PortAddress& addr) {
+  std::lock_guard lock(issm_mutex);
+  if (!issm_held_back || issm_fd >= 0) return;
+  char path[256];
+  int rc = umad_get_issm_path(addr.ca.c_str(), addr.port, path, sizeof path);
+  issm_fd = rc < 0 ? rc : ::open(path, O_RDWR);
+  if (issm_fd < 0) {
+    issm_held_back = false;
+    spdlog::warn("mad: cannot mark ca={} port={} IsSM (SIM_SET_ISSM): {}", addr.ca, addr.port,
+                 errno_text(rc < 0 ? rc : errno));
+    return;
+  }
+  spdlog::info("mad: marked ca={} port={} IsSM (SIM_SET_ISSM) once its agents were registered",
+               addr.ca, addr.port);
+}
+
+void unmark_simulator_issm() {
+  std::lock_guard lock(issm_mutex);
+  if (issm_fd < 0) return;
+  ::close(issm_fd);
+  issm_fd = -1;
+  issm_held_back = false;
+}
+
 }  // namespace detail
+
+void take_simulator_issm() {
+  const char* preload = std::getenv("LD_PRELOAD");
+  // The shim sets IsSM for any value of the variable, so any value is taken.
+  if (std::getenv("SIM_SET_ISSM") == nullptr || preload == nullptr ||
+      std::strstr(preload, "umad2sim") == nullptr) {
+    return;
+  }
+  ::unsetenv("SIM_SET_ISSM");
+  detail::issm_held_back = true;
+}
 
 using detail::init_umad;
 

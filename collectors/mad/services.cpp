@@ -49,6 +49,14 @@ std::unique_ptr<Service> EngineImpl::serve(PortAddress via, std::uint8_t mgmt_cl
   service.tokens = service.max_per_second;
   service.refilled_at = Clock::now();
   service.handler = std::move(handler);
+  // On a port open already, at once: a service that replaces another (a reload's new probe
+  // collector) takes over its agent before the old one ends (register_service).
+  if (auto addr = known(service.via)) {
+    service.addr = *addr;
+    if (auto pit = ports_.find(*addr); pit != ports_.end() && pit->second.open()) {
+      register_service(pit->second, id, service);
+    }
+  }
   return std::make_unique<ServiceImpl>(weak_from_this(), id);
 }
 
@@ -56,6 +64,7 @@ std::string EngineImpl::refresh_service(int id) {
   auto& service = services_.at(id);
   // Resolving and opening run on a worker (receiver.cpp): until they are done there is
   // nothing to report, and the service registers when its port opens.
+  if (first_open_ && first_open_->waiting) return "";
   auto addr = known(service.via);
   if (!addr) {
     auto error = resolving_.count(service.via) ? resolving_.at(service.via)->last_error : "";
@@ -77,10 +86,27 @@ std::string EngineImpl::refresh_service(int id) {
 void EngineImpl::end_service(int id) {
   auto it = services_.find(id);
   if (it == services_.end()) return;
-  if (auto pit = ports_.find(it->second.addr); pit != ports_.end() && pit->second.open()) {
-    if (auto a = pit->second.service_agents.find(id); a != pit->second.service_agents.end()) {
-      umad_unregister(pit->second.receiver->portid, a->second);
-      pit->second.service_agents.erase(a);
+  const auto& ended = it->second;
+  if (auto pit = ports_.find(ended.addr); pit != ports_.end() && pit->second.open()) {
+    auto& port = pit->second;
+    if (auto a = port.service_agents.find(id); a != port.service_agents.end()) {
+      const int agent = a->second;
+      port.service_agents.erase(a);
+      bool kept = std::any_of(port.service_agents.begin(), port.service_agents.end(),
+                              [&](const auto& entry) { return entry.second == agent; });
+      // The agent stays with another service of the class on this port, unregistered: under the
+      // simulator's shim a request of a class with no agent ends the process, and a request
+      // arriving between an unregistration and a registration would.
+      for (auto& [sid, service] : services_) {
+        if (kept) break;
+        if (sid != id && service.addr == port.addr && service.mgmt_class == ended.mgmt_class &&
+            service.oui == ended.oui && !port.service_agents.count(sid)) {
+          port.service_agents[sid] = agent;
+          service.error.clear();
+          kept = true;
+        }
+      }
+      if (!kept) umad_unregister(port.receiver->portid, agent);
     }
   }
   services_.erase(it);
@@ -97,6 +123,19 @@ void EngineImpl::register_service(OpenPort& port, int id, ServiceEntry& service)
   // agents without a method mask receive nothing unsolicited on a real host.
   agent_for(port, IB_SMI_CLASS, 0);
   agent_for(port, IB_SMI_DIRECT_CLASS, 0);
+  // One agent per class and OUI on a port, shared by the services of it (a reload's new probe
+  // collector serves beside the one it replaces until that one ends): a second registration of
+  // the class would fail on a host, and under the shim the first one's unregistration would take
+  // the class's delivery away from both.
+  for (const auto& [sid, agent] : port.service_agents) {
+    auto other = services_.find(sid);
+    if (sid != id && other != services_.end() && other->second.mgmt_class == service.mgmt_class &&
+        other->second.oui == service.oui) {
+      port.service_agents[id] = agent;
+      service.error.clear();
+      return;
+    }
+  }
   int agent =
       register_agent(port.receiver->portid, AgentSpec{service.mgmt_class, service.oui, true});
   char what[64];

@@ -81,6 +81,7 @@ class PathsCollector final : public Collector {
         config_(config),
         errors_("paths") {}
   void collect(Done done) override;
+  bool prepare_mad() override { return true; }
 
  private:
   friend class Run;

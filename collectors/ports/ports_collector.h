@@ -51,6 +51,7 @@ class PortsCollector final : public Collector {
                  std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline,
                  std::string state_directory = "");
   void collect(Done done) override;
+  bool prepare_mad() override { return true; }
 
   // Failed queries per (device, port, side, attribute).
   using ErrorKey = std::tuple<std::string, int, std::string, std::string>;

@@ -137,12 +137,22 @@ class Prober : public std::enable_shared_from_this<Prober> {
   void start() {
     if (started_) return;
     started_ = true;
-    // The MAD responder first: the engine opens its port and registers it at once (see
-    // serve_mad), before this collector's first port listing returns.
+    // The MAD responder first (its agent registered with the port's first open, see
+    // prepare_mad; without the daemon's open first, the engine opens the port now).
     if (config_.mad_responder) serve_mad();
     if (!config_.udp_listen.empty()) open_responder();
     update_peers();
     arm_sweep();
+  }
+
+  // Before the first run (Collector::prepare_mad): the responder's service is declared now, so
+  // that the engine registers its agent in the same call that opens the port, before a peer's
+  // probe can arrive.
+  bool prepare_mad() {
+    if (config_.mad_responder) {
+      if (auto engine = mad_.engine()) declare_service(engine);
+    }
+    return uses_mad();
   }
 
   // Whether this collector uses MAD at all (and so needs the local ports listed).
@@ -243,6 +253,11 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::string serve_mad() {
     auto engine = mad_.engine();
     if (!engine) return "no MAD engine";
+    declare_service(engine);
+    return service_->refresh();
+  }
+
+  void declare_service(const std::shared_ptr<mad::Engine>& engine) {
     // A reload that changed the `mad:` section replaces the engine: serve on the new one.
     if (service_engine_.lock() != engine) service_.reset();
     if (!service_) {
@@ -256,7 +271,6 @@ class Prober : public std::enable_shared_from_this<Prober> {
                               host, std::chrono::duration_cast<std::chrono::nanoseconds>(held)));
                         });
     }
-    return service_->refresh();
   }
 
   void stop() {
@@ -779,6 +793,7 @@ class ProbeCollector final : public Collector {
                                          std::move(node_names), std::move(directory))),
         listing_(io, mad::PortListing::infiniband({})) {}
   ~ProbeCollector() override { prober_->stop(); }
+  bool prepare_mad() override { return prober_->prepare_mad(); }
 
   void collect(Done done) override {
     prober_->start();

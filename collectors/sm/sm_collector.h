@@ -38,6 +38,7 @@ class SmCollector final : public Collector {
               std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
               std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
+  bool prepare_mad() override { return true; }
 
   using PortKey = std::pair<std::string, int>;  // CA name, port number
   // Failed queries per (device, port, query).

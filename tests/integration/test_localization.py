@@ -108,23 +108,13 @@ class LocalizationEndToEnd(unittest.TestCase):
                         "targets: [%s]}\n"
                         "  paths: {enabled: true, interval: 1s, verify_every: 2s}\n"
                         % ("true" if i == 0 else "false", targets))
+            # Started one after the other while the earlier ones already probe them: a daemon
+            # takes requests only once its responder is registered (test_start_under_probes).
             daemon = self.fabric.daemon(["--config", config], host=host,
-                                        env=dict(os.environ, SIM_SET_ISSM="1"), port=free_port())
-            # Under the shim a probe that reaches a daemon before its responder registered ends
-            # it: the daemons already probing it wait (SIGSTOP) until it serves.
-            running = list(self.daemons.values())
-            for other in running:
-                other.signal(signal.SIGSTOP)
-            try:
-                daemon.start()
-                self.addCleanup(daemon.stop)
-                deadline = time.monotonic() + 20
-                while "mad: serving class 0x32" not in daemon.log():
-                    self.assertLess(time.monotonic(), deadline, "not serving:\n" + daemon.log())
-                    time.sleep(0.05)
-            finally:
-                for other in running:
-                    other.signal(signal.SIGCONT)
+                                        env=dict(os.environ, SIM_SET_ISSM="1"), port=free_port(),
+                                        ready_log="mad: serving class 0x32")
+            self.addCleanup(daemon.stop)
+            daemon.start()
             self.daemons[host] = daemon
         for daemon in self.daemons.values():
             daemon.wait_for(lambda s: sum(x.value for x in find_samples(

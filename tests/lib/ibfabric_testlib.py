@@ -253,6 +253,10 @@ class Daemon:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout=20):
+        return self.launch().wait_ready(timeout)
+
+    def launch(self):
+        """Starts the process and returns at once (several daemons started together)."""
         log = tempfile.NamedTemporaryFile(prefix="ibfabricd-", suffix=".log", delete=False,
                                           dir=daemon_log_dir())
         self.stderr_path = log.name
@@ -261,6 +265,11 @@ class Daemon:
             stdout=subprocess.DEVNULL, stderr=log, env=self.env, cwd=self.cwd,
             start_new_session=True)
         log.close()
+        return self
+
+    def wait_ready(self, timeout=20):
+        """Waits for a launched daemon to serve (see ready_log); stops it and raises if it
+        exits or does not serve in time."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -4,6 +4,9 @@
 #include "collectors/mad/engine.h"
 
 #include <deque>
+#include <functional>
+#include <string>
+#include <vector>
 
 namespace ibfabric::mad::test {
 
@@ -24,6 +27,11 @@ class FakeEngine final : public Engine {
   }
   std::unique_ptr<Client> client() override { return std::make_unique<FakeClient>(queue); }
   std::optional<PortAddress> default_port() override { return std::nullopt; }
+  // Kept until the test calls them.
+  void open_default_port(std::function<void(std::string)> done) override {
+    opens.push_back(std::move(done));
+  }
+  std::vector<std::function<void(std::string)>> opens;
   void fill_metrics(MetricsBuilder&) const override {}
 
   // Answers the oldest request with a full MAD of its class whose attribute data is `fill`.

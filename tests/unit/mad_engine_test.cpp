@@ -1,5 +1,6 @@
 #include "collectors/mad/engine.h"
 #include "collectors/mad/engine_impl.h"
+#include "daemon/collector_runner.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -7,8 +8,12 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <unistd.h>
+
 #include <array>
+#include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -350,6 +355,261 @@ TEST(Engine, AnOpenPastItsDeadlineHoldsOneThread) {
   }
   EXPECT_EQ(results[2].error, "fake open of fake0 failed");
   EXPECT_EQ(gate->count(), 2);
+}
+
+// What the fake libibumad calls of a first open saw.
+struct OpenRecord {
+  std::mutex mutex;
+  std::thread::id resolve_thread, open_thread;
+  std::vector<detail::AgentSpec> agents;
+  int opens = 0;
+  std::atomic<bool> returned{false};
+  int pipe_write = -1;
+  ~OpenRecord() {
+    if (pipe_write >= 0) ::close(pipe_write);
+  }
+};
+
+// Resolves to fake0 port 1; the open records its thread and the agents asked for, waits for
+// `gate`, and fails or succeeds. A pipe's read end stands for the umad descriptor of a
+// successful open: the receiver thread's umad_recv() polls it and times out slice after slice,
+// and closing the port ends it.
+detail::PortOps recording_ops(std::shared_ptr<OpenRecord> record, std::shared_ptr<Gate> gate,
+                              bool succeed) {
+  detail::PortOps ops;
+  ops.resolve = [record](const std::string&, int) {
+    std::lock_guard lock(record->mutex);
+    record->resolve_thread = std::this_thread::get_id();
+    return std::optional(PortAddress{"fake0", 1});
+  };
+  ops.open = [record, gate, succeed](const PortAddress&,
+                                     const std::vector<detail::AgentSpec>& agents) {
+    {
+      std::lock_guard lock(record->mutex);
+      record->open_thread = std::this_thread::get_id();
+      record->agents = agents;
+      ++record->opens;
+    }
+    gate->wait();
+    detail::Opened out;
+    int fds[2];
+    if (succeed && ::pipe(fds) == 0) {
+      out.portid = fds[0];
+      record->pipe_write = fds[1];
+      for (std::size_t i = 0; i < agents.size(); ++i) out.agents.push_back(static_cast<int>(i));
+    } else {
+      out.error = "fake open failed";
+    }
+    record->returned = true;
+    return out;
+  };
+  return ops;
+}
+
+// Runs the loop until `done` holds; false after 20 s.
+bool run_until(boost::asio::io_context& io, const std::function<bool()>& done) {
+  const auto limit = std::chrono::steady_clock::now() + 20s;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > limit) return false;
+    if (io.stopped()) io.restart();  // it ran out of work, and a worker may post more
+    io.run_for(5ms);
+  }
+  return true;
+}
+
+// A service declared before the first open is registered by that open, on the worker that
+// resolved and opened the port, in the same call: when it returns, the service serves without
+// any registration of its own. Meanwhile nothing else starts a resolve or an open.
+TEST(Engine, FirstOpenRegistersTheServicesDeclaredBeforeItInTheSameCall) {
+  boost::asio::io_context io;
+  auto record = std::make_shared<OpenRecord>();
+  auto gate = std::make_shared<Gate>();
+  auto engine = std::make_shared<detail::EngineImpl>(io, EngineConfig{},
+                                                     recording_ops(record, gate, true), 60s);
+  auto service =
+      engine->serve({}, 0x32, 0x1405, 100, [](const InboundRequest&) { return std::nullopt; });
+  std::optional<std::string> outcome;
+  engine->open_default_port([&](std::string error) { outcome = std::move(error); });
+  EXPECT_FALSE(outcome.has_value());  // never inside the call
+  EXPECT_EQ(service->refresh(), "");
+  EXPECT_EQ(engine->default_port(), std::nullopt);
+
+  bool checked = false;
+  boost::asio::steady_timer timer(io);
+  timer.expires_after(20ms);
+  timer.async_wait([&](const boost::system::error_code&) {
+    checked = true;
+    EXPECT_FALSE(outcome.has_value());
+    gate->release();
+  });
+  ASSERT_TRUE(run_until(io, [&] { return outcome.has_value(); }));
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(*outcome, "");
+  {
+    std::lock_guard lock(record->mutex);
+    EXPECT_EQ(record->opens, 1);
+    EXPECT_EQ(record->resolve_thread, record->open_thread);
+    EXPECT_NE(record->open_thread, std::this_thread::get_id());
+    ASSERT_EQ(record->agents.size(), 3u);
+    EXPECT_EQ(record->agents[0].mgmt_class, IB_SMI_CLASS);
+    EXPECT_EQ(record->agents[1].mgmt_class, IB_SMI_DIRECT_CLASS);
+    EXPECT_EQ(record->agents[2].mgmt_class, 0x32);
+    EXPECT_EQ(record->agents[2].oui, 0x1405u);
+    EXPECT_TRUE(record->agents[2].serve_get);
+  }
+  // Serving: a registration of its own would fail on the pipe and say so.
+  EXPECT_EQ(service->refresh(), "");
+  EXPECT_EQ(gauge(*engine, "ibfabric_mad_port_open"), 1);
+  EXPECT_EQ(engine->default_port(), (PortAddress{"fake0", 1}));
+
+  // A second service of the class (a reload's new collector) shares the agent at once; the
+  // first one's end leaves it registered.
+  auto replacement =
+      engine->serve({}, 0x32, 0x1405, 100, [](const InboundRequest&) { return std::nullopt; });
+  EXPECT_EQ(replacement->refresh(), "");
+  service.reset();
+  EXPECT_EQ(replacement->refresh(), "");
+
+  // Asked again with the port open: answered soon, without a second open.
+  outcome.reset();
+  engine->open_default_port([&](std::string error) { outcome = std::move(error); });
+  ASSERT_TRUE(run_until(io, [&] { return outcome.has_value(); }));
+  EXPECT_EQ(*outcome, "");
+  std::lock_guard lock(record->mutex);
+  EXPECT_EQ(record->opens, 1);
+}
+
+// A request submitted while the first open runs waits for it (counted as queued) and then
+// fails with its error, without an open of its own.
+TEST(Engine, RequestsWaitForTheFirstOpen) {
+  boost::asio::io_context io;
+  auto record = std::make_shared<OpenRecord>();
+  auto gate = std::make_shared<Gate>();
+  auto engine = std::make_shared<detail::EngineImpl>(io, EngineConfig{},
+                                                     recording_ops(record, gate, false), 60s);
+  std::optional<std::string> outcome;
+  engine->open_default_port([&](std::string error) { outcome = std::move(error); });
+  std::vector<Response> results;
+  engine->submit(Request::smp_get(Destination::to_lid(1), IB_ATTR_NODE_INFO),
+                 [&](Response r) { results.push_back(std::move(r)); });
+  double queued = -1;
+  boost::asio::steady_timer timer(io);
+  timer.expires_after(20ms);
+  timer.async_wait([&](const boost::system::error_code&) {
+    queued = gauge(*engine, "ibfabric_mad_queued");
+    EXPECT_TRUE(results.empty());
+    gate->release();
+  });
+  ASSERT_TRUE(run_until(io, [&] { return outcome.has_value() && !results.empty(); }));
+  EXPECT_EQ(queued, 1);
+  EXPECT_EQ(*outcome, "fake open failed");
+  EXPECT_EQ(results[0].status, Status::port_unavailable);
+  EXPECT_EQ(results[0].error, "fake open failed");
+  std::lock_guard lock(record->mutex);
+  EXPECT_EQ(record->opens, 1);
+}
+
+// Counts its runs, and those after the first open had returned.
+class CountingCollector final : public Collector {
+ public:
+  CountingCollector(std::shared_ptr<OpenRecord> record, bool uses_mad)
+      : record_(std::move(record)), uses_mad_(uses_mad) {}
+  bool prepare_mad() override {
+    ++prepared;
+    return uses_mad_;
+  }
+  void collect(Done done) override {
+    ++calls;
+    if (record_->returned) ++after_open;
+    done(CollectResult{});
+  }
+  int prepared = 0, calls = 0, after_open = 0;
+
+ private:
+  std::shared_ptr<OpenRecord> record_;
+  bool uses_mad_;
+};
+
+struct Runners {
+  SnapshotStore store;
+  CountingCollector* mad = nullptr;
+  CountingCollector* other = nullptr;
+  std::vector<std::shared_ptr<CollectorRunner>> all;
+  Runners(boost::asio::io_context& io, std::shared_ptr<OpenRecord> record, bool any_mad) {
+    auto a = std::make_unique<CountingCollector>(record, any_mad);
+    auto b = std::make_unique<CountingCollector>(record, false);
+    mad = a.get();
+    other = b.get();
+    all.push_back(std::make_shared<CollectorRunner>(io, "a", 1h, 0s, std::move(a), store));
+    all.push_back(std::make_shared<CollectorRunner>(io, "b", 1h, 0s, std::move(b), store));
+  }
+  void start() {
+    for (auto& r : all) r->start();
+  }
+  ~Runners() {
+    for (auto& r : all) r->stop();
+  }
+};
+
+// When a collector uses MAD, no collector (that one or any other) runs before the engine's first
+// open has returned, and the loop goes on meanwhile.
+TEST(Engine, CollectorsStartOnlyOnceTheFirstOpenHasReturned) {
+  boost::asio::io_context io;
+  auto record = std::make_shared<OpenRecord>();
+  auto gate = std::make_shared<Gate>();
+  auto engine = std::make_shared<detail::EngineImpl>(io, EngineConfig{},
+                                                     recording_ops(record, gate, false), 60s);
+  Runners runners(io, record, true);
+  prepare_runners(
+      io, runners.all, [&] { return engine; }, [&] { runners.start(); });
+  EXPECT_EQ(runners.mad->prepared, 1);
+  EXPECT_EQ(runners.other->prepared, 1);
+  bool checked = false;
+  boost::asio::steady_timer timer(io);
+  timer.expires_after(20ms);
+  timer.async_wait([&](const boost::system::error_code&) {
+    checked = true;
+    EXPECT_EQ(runners.mad->calls + runners.other->calls, 0);
+    gate->release();
+  });
+  ASSERT_TRUE(run_until(io, [&] { return runners.mad->calls > 0 && runners.other->calls > 0; }));
+  EXPECT_TRUE(checked);
+  EXPECT_EQ(runners.mad->after_open, runners.mad->calls);
+  EXPECT_EQ(runners.other->after_open, runners.other->calls);
+}
+
+// An open past its deadline lets the collectors start all the same (it goes on on its thread).
+TEST(Engine, CollectorsStartAtTheFirstOpensDeadline) {
+  boost::asio::io_context io;
+  auto record = std::make_shared<OpenRecord>();
+  auto gate = std::make_shared<Gate>();
+  auto engine = std::make_shared<detail::EngineImpl>(io, EngineConfig{},
+                                                     recording_ops(record, gate, false), 50ms);
+  Runners runners(io, record, true);
+  prepare_runners(
+      io, runners.all, [&] { return engine; }, [&] { runners.start(); });
+  ASSERT_TRUE(run_until(io, [&] { return runners.mad->calls > 0 && runners.other->calls > 0; }));
+  EXPECT_FALSE(record->returned);
+  gate->release();
+  ASSERT_TRUE(run_until(io, [&] { return record->returned.load(); }));
+}
+
+// Without a collector that uses MAD, the engine is neither made nor asked to open anything.
+TEST(Engine, CollectorsWithoutMadStartWithoutAnOpen) {
+  boost::asio::io_context io;
+  auto record = std::make_shared<OpenRecord>();
+  Runners runners(io, record, false);
+  int engines = 0;
+  prepare_runners(
+      io, runners.all,
+      [&]() -> std::shared_ptr<Engine> {
+        ++engines;
+        return nullptr;
+      },
+      [&] { runners.start(); });
+  EXPECT_EQ(runners.mad->calls, 0);  // never inside the call
+  ASSERT_TRUE(run_until(io, [&] { return runners.mad->calls > 0 && runners.other->calls > 0; }));
+  EXPECT_EQ(engines, 0);
 }
 
 }  // namespace
