@@ -349,7 +349,18 @@ SCENARIOS = [
      []),
 ]
 
-HOST_DESCRIPTION_SCENARIO = 6
+# The samples end at 130 s: a minute later the evidence is gone, and the alerts remember it for
+# 10 minutes. Checked on the first scenario. Its counters then read 218 errors in 10 minutes (the
+# 180 counted, as increase() extrapolates them to the edges of its window) and 1 XmitWait tick a
+# second.
+MEMORY_SCENARIO, EVAL_REMEMBERED, EVAL_FORGOTTEN = 0, "3m30s", "12m"
+MEMORY_DESCRIPTION = (
+    "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) (the most "
+    "in a minute, over the last 10 minutes). No probe lost to it in the last minute: the fault "
+    "may have stopped (the alert stays 10 minutes after its last evidence). Counters in 10 "
+    "minutes: leaf-2 port 3 (fabric sweep): 218 errors, 0 discards, 0 XmitWait ticks/s; spine-1 "
+    "port 2 (fabric sweep): 0 errors, 0 discards, 1 XmitWait ticks/s. Hosts whose probed paths "
+    "cross it: h1, h2, h3, h4, h5, h6.")
 SUMMARIES = {"IbfabricSuspectLink": "Probe loss between hosts points at one cable.",
              "IbfabricSuspectHost": "Probes between hosts point at one host, not the network."}
 # The whole alert, as the engineer reads it, for three scenarios (checked by hand).
@@ -361,39 +372,41 @@ DESCRIPTIONS = {
     # the 10-minute window: 1 a second). Every host's pairs cross the cable one way or the other
     # (h4's answers to leaf 1 go up through it), so all six are its blast radius.
     0: [("IbfabricSuspectLink", named_cable("leaf-2", 3, "spine-1", 2),
-         "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) in "
-         "the last minute (packets spine-1 -> leaf-2: 1440 of 4800 probes lost (30%)). Pairs "
-         "(prober -> peer): h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h5, h3 -> h6, and more. "
-         "Equally suspect (probes cannot tell them apart): none. Counters in 10 minutes: leaf-2 "
-         "port 3 (fabric sweep): 180 errors, 0 discards, 0 XmitWait ticks/s; spine-1 port 2 "
-         "(fabric sweep): 0 errors, 0 discards, 1 XmitWait ticks/s. Hosts whose probed paths "
-         "cross it: h1, h2, h3, h4, h5, h6.")],
+         "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) (the "
+         "most in a minute, over the last 10 minutes). In the last minute packets spine-1 -> "
+         "leaf-2: 1440 of 4800 probes lost (30%). Pairs (prober -> peer): h1 -> h3, h2 -> h3, h3 "
+         "-> h1, h3 -> h2, h3 -> h5, h3 -> h6, and more. Equally suspect (probes cannot tell them "
+         "apart): none. Counters in 10 minutes: leaf-2 port 3 (fabric sweep): 180 errors, 0 "
+         "discards, 0 XmitWait ticks/s; spine-1 port 2 (fabric sweep): 0 errors, 0 discards, 1 "
+         "XmitWait ticks/s. Hosts whose probed paths cross it: h1, h2, h3, h4, h5, h6.")],
     # The host cable without counters: the cable and h3 name each other.
     3: [("IbfabricSuspectLink", named_cable("leaf-2", 1, "h3", 1),
-         "Cable leaf-2 port 1 <-> h3 port 1 explains the probe loss of 10 probe pair(s) in the "
-         "last minute (packets leaf-2 -> h3: 1800 of 6000 probes lost (30%); packets h3 -> "
-         "leaf-2: 1800 of 6000 probes lost (30%)). Pairs (prober -> peer): h1 -> h3, h2 -> h3, "
-         "h3 -> h1, h3 -> h2, h3 -> h4, h3 -> h5, and more. Equally suspect (probes cannot tell "
-         "them apart): host h3. Counters in 10 minutes: leaf-2 port 1 (the daemon at its far "
-         "end): 0 errors, 0 discards, 0 XmitWait ticks/s; h3 port 1 (its own daemon): 0 errors, "
-         "0 discards, 0 XmitWait ticks/s. Hosts whose probed paths cross it: h1, h2, h3, h4, h5, "
-         "h6."),
+         "Cable leaf-2 port 1 <-> h3 port 1 explains the probe loss of 10 probe pair(s) (the most "
+         "in a minute, over the last 10 minutes). In the last minute packets leaf-2 -> h3: 1800 "
+         "of 6000 probes lost (30%); packets h3 -> leaf-2: 1800 of 6000 probes lost (30%). Pairs "
+         "(prober -> peer): h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h4, h3 -> h5, and more. "
+         "Equally suspect (probes cannot tell them apart): host h3. Counters in 10 minutes: "
+         "leaf-2 port 1 (the daemon at its far end): 0 errors, 0 discards, 0 XmitWait ticks/s; h3 "
+         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Hosts whose probed "
+         "paths cross it: h1, h2, h3, h4, h5, h6."),
         ("IbfabricSuspectHost", host("h3"),
-         "Host h3 explains the late or lost probes of 10 probe pair(s) in the last minute (blamed "
-         "as a whole), where other pairs crossing the same cables were clean: answers to it: 0 "
-         "late, 900 lost of 3000 (5 pairs); its own probes: 0 late, 900 lost of 3000 (5 pairs). "
-         "Its daemon: event loop stalled 0s in the minute. Its own port counters in 10 minutes: "
-         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Equally suspect "
-         "(probes cannot tell them apart): leaf-2 port 1 <-> h3 port 1.")],
+         "Host h3 explains the late or lost probes of 10 probe pair(s) (the most in a minute, "
+         "over the last 10 minutes), where other pairs crossing the same cables were clean. In "
+         "the last minute (blamed as a whole): answers to it: 0 late, 900 lost of 3000 (5 pairs); "
+         "its own probes: 0 late, 900 lost of 3000 (5 pairs). Its daemon: event loop stalled 0s "
+         "in the minute. Equally suspect (probes cannot tell them apart): leaf-2 port 1 <-> h3 "
+         "port 1. Its own port counters in 10 minutes: port 1 (its own daemon): 0 errors, 0 "
+         "discards, 0 XmitWait ticks/s.")],
     # The stalled host: its 5 probers each see 3 late answers every 10 s (90 in the minute);
-    # its own probes see 1 late answer each every 10 s (30).
+    # its own probes see 1 late answer each every 10 s (30); its loop stalled 1.2 s every 10 s.
     6: [("IbfabricSuspectHost", host("h4"),
-         "Host h4 explains the late or lost probes of 10 probe pair(s) in the last minute (blamed "
-         "as a whole), where other pairs crossing the same cables were clean: answers to it: 90 "
-         "late, 0 lost of 3000 (5 pairs); its own probes: 30 late, 0 lost of 3000 (5 pairs). Its "
-         "daemon: event loop stalled 7.2s in the minute. Its own port counters in 10 minutes: "
-         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Equally suspect "
-         "(probes cannot tell them apart): none.")],
+         "Host h4 explains the late or lost probes of 10 probe pair(s) (the most in a minute, "
+         "over the last 10 minutes), where other pairs crossing the same cables were clean. In "
+         "the last minute (blamed as a whole): answers to it: 90 late, 0 lost of 3000 (5 pairs); "
+         "its own probes: 30 late, 0 lost of 3000 (5 pairs). Its daemon: event loop stalled 7.2s "
+         "in the minute. Equally suspect (probes cannot tell them apart): none. Its own port "
+         "counters in 10 minutes: port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait "
+         "ticks/s.")],
 }
 
 
@@ -435,7 +448,10 @@ def render():
             lines.append("      - series: " + yaml_quote(s))
             lines.append("        values: '%s'" % values)
         lines.append("    promql_expr_test:")
-        for eval_time, names in ((EVAL_BEFORE, []), (EVAL_NAMED, expected_alerts(expected))):
+        evals = [(EVAL_BEFORE, []), (EVAL_NAMED, expected_alerts(expected))]
+        if index == MEMORY_SCENARIO:
+            evals += [(EVAL_REMEMBERED, expected_alerts(expected)), (EVAL_FORGOTTEN, [])]
+        for eval_time, names in evals:
             lines.append("      - expr: ALERTS{alertname=~\"IbfabricSuspect(Link|Host)\","
                          "alertstate=\"firing\"}")
             lines.append("        eval_time: %s" % eval_time)
@@ -450,10 +466,14 @@ def render():
                 tests.append((alertname, described))
             elif not expected:
                 tests.append((alertname, []))  # the quiet case, for test_alert_rules.py
+        if index == MEMORY_SCENARIO:
+            tests.append(("IbfabricSuspectLink", [(None, expected[0], MEMORY_DESCRIPTION)],
+                          EVAL_REMEMBERED))
         if tests:
             lines.append("    alert_rule_test:")
-        for alertname, described in tests:
-            lines.append("      - eval_time: %s" % EVAL_NAMED)
+        for test in tests:
+            alertname, described = test[:2]
+            lines.append("      - eval_time: %s" % (test[2] if len(test) > 2 else EVAL_NAMED))
             lines.append("        alertname: " + alertname)
             lines.append("        exp_alerts:" + ("" if described else " []"))
             for _, item, description in described:

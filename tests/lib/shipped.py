@@ -36,9 +36,9 @@ NO_DATA_HERE = {
 
 def shortened_rules(directory, short_for="3s", min_window=4):
     """The shipped rules on a test's time scale, written to directory/ibfabric.rules.yml: every
-    `for:` becomes short_for, every range window and `keep_firing_for:` is divided by 60 (a
-    minute becomes a second, 1h 60s, 1d 1440s) but never below min_window seconds (a rate needs
-    two scrapes in its window), and a group's own evaluation `interval:` is divided by 10. So
+    `for:` becomes short_for, every range window is divided by 60 (a minute becomes a second,
+    1h 60s, 1d 1440s) but never below min_window seconds (a rate needs two scrapes in its
+    window), and a group's own evaluation `interval:` and an `offset` are divided by 10. So
     alerts fire and resolve within a test; expressions and thresholds are otherwise as shipped."""
     with open(RULES) as f:
         text = f.read()
@@ -50,9 +50,8 @@ def shortened_rules(directory, short_for="3s", min_window=4):
         return "%ds" % max(min_window, int(m.group(1)) * seconds[m.group(2)])
     text, n = re.subn(r"\[(\d+)([mhd])\]", lambda m: "[%s]" % scaled(m), text)
     assert n > 0
-    text = re.sub(r"^(\s+keep_firing_for: )(\d+)([mhd])$",
-                  lambda m: m.group(1) + scaled(re.match(r"(\d+)([mhd])", m.group(2) + m.group(3))),
-                  text, flags=re.M)
+    text = re.sub(r"offset (\d+)s\b", lambda m: "offset %ds" % max(1, int(m.group(1)) // 10),
+                  text)
     text = re.sub(r"^(    interval: )(\d+)s$",
                   lambda m: m.group(1) + "%gs" % max(1, int(m.group(2)) // 10), text, flags=re.M)
     path = os.path.join(directory, "ibfabric.rules.yml")

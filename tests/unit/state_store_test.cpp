@@ -89,6 +89,9 @@ class FakeFabric final : public mad::Engine {
   }
   std::unique_ptr<mad::Client> client() override { return std::make_unique<Forward>(*this); }
   std::optional<mad::PortAddress> default_port() override { return mad::PortAddress{"mlx5_0", 1}; }
+  void open_default_port(std::function<void(std::string)> done) override {
+    boost::asio::post(io_, [done = std::move(done)] { done(""); });
+  }
   void fill_metrics(MetricsBuilder&) const override {}
 
  private:
