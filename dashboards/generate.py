@@ -562,8 +562,8 @@ def probes():
                    "ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"}" % psel), 12, 8)
     lay.add(matrix("Loss matrix", "Share of probes lost from each prober (row) to each peer "
                    "(column) over the rate interval.", "percentunit",
-                   "sum by (instance, peer) (rate(ibfabric_probe_lost_total{%s}[%s])) / sum by "
-                   "(instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
+                   "sum by (job, instance, peer) (rate(ibfabric_probe_lost_total{%s}[%s])) / sum "
+                   "by (job, instance, peer) (rate(ibfabric_probe_sent_total{%s}[%s]))"
                    % (psel, RI, psel, RI)), 12, 8)
     lay.row("Spikes, jitter, loss")
     lay.add(timeseries("RTT spikes per second", "Probes above spike_multiplier x the peer's "
