@@ -16,10 +16,10 @@
 //   asks the HCA's firmware; a netlink dump). collect_blocking() runs on a worker thread,
 //   never on the loop; a run past its deadline fails and the thread is left to return when
 //   the kernel lets it (its late result is discarded).
-#include "collectors/metrics.h"
-#include "collectors/names/node_names.h"
-#include "collectors/probe/peer_directory.h"
+#include "collectors/peer_directory.h"
 #include "config/config_section.h"
+#include "core/metrics.h"
+#include "core/node_names.h"
 
 #include <boost/asio/io_context.hpp>
 
@@ -95,7 +95,5 @@ struct CollectorSpec {
 };
 
 // Every collector the daemon knows, in the order their metrics are rendered.
-std::span<const CollectorSpec> collector_specs();
-const CollectorSpec* find_collector_spec(std::string_view name);
 
 }  // namespace ibfabric

@@ -1,4 +1,4 @@
-#include "collectors/collector.h"
+#include "collectors/registry.h"
 #include "collectors/fabric/fabric_collector.h"
 #include "collectors/paths/paths_collector.h"
 #include "collectors/ports/ports_collector.h"
@@ -33,6 +33,14 @@ const CollectorSpec* find_collector_spec(std::string_view name) {
     if (spec.name == name) return &spec;
   }
   return nullptr;
+}
+
+std::vector<CollectorDefaults> collector_defaults() {
+  std::vector<CollectorDefaults> out;
+  for (const auto& spec : collector_specs()) {
+    out.push_back({std::string(spec.name), spec.enabled_by_default, spec.default_interval});
+  }
+  return out;
 }
 
 }  // namespace ibfabric

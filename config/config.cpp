@@ -1,7 +1,5 @@
 #include "config/config.h"
 
-#include "collectors/collector.h"
-
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -31,7 +29,8 @@ std::string check_listen_address(const std::string& address) {
   return "";
 }
 
-DaemonConfig parse_config(const std::string& text, const std::string& source) {
+DaemonConfig parse_config(const std::string& text, const std::string& source,
+                          const std::vector<CollectorDefaults>& known) {
   DaemonConfig config;
   config.source = source;
   YAML::Node root = parse_yaml(text, source);
@@ -75,16 +74,15 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
   std::optional<ConfigSection> collectors = top.get_section("collectors");
   if (collectors) {
     for (const auto& name : collectors->keys()) {
-      if (!find_collector_spec(name)) {
-        std::string known;
-        for (const auto& spec : collector_specs())
-          known += (known.empty() ? "" : ", ") + std::string(spec.name);
-        collectors->fail_key(name, "unknown collector; known collectors: " + known);
+      if (std::none_of(known.begin(), known.end(), [&](const auto& c) { return c.name == name; })) {
+        std::string names;
+        for (const auto& c : known) names += (names.empty() ? "" : ", ") + c.name;
+        collectors->fail_key(name, "unknown collector; known collectors: " + names);
       }
     }
   }
-  for (const auto& spec : collector_specs()) {
-    std::string name(spec.name);
+  for (const auto& spec : known) {
+    const std::string& name = spec.name;
     std::optional<ConfigSection> section =
         collectors ? collectors->get_section(name) : std::nullopt;
     if (!section) section.emplace(YAML::Node(), source, "collectors." + name);
@@ -103,8 +101,9 @@ DaemonConfig parse_config(const std::string& text, const std::string& source) {
   return config;
 }
 
-DaemonConfig load_config_file(const std::string& path) {
-  return parse_config(read_config_file(path, "--config"), path);
+DaemonConfig load_config_file(const std::string& path,
+                              const std::vector<CollectorDefaults>& collectors) {
+  return parse_config(read_config_file(path, "--config"), path, collectors);
 }
 
 }  // namespace ibfabric

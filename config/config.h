@@ -46,17 +46,28 @@ struct DaemonConfig {
   std::string sysfs_root = "/sys";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;
-  // Where the MAD collectors keep what must survive a restart (collectors/state_store.h);
+  // Where the MAD collectors keep what must survive a restart (core/state_store.h);
   // unset = $STATE_DIRECTORY (systemd's StateDirectory=), else none; "" = none.
   std::optional<std::string> state_directory;
   std::optional<ConfigSection> mad;         // the `mad:` section, read by the MAD engine's parser
   std::vector<CollectorConfig> collectors;  // every registered collector, in registry order
 };
 
-// Parses `text` (named `source` in messages). Throws ConfigError with file:line:column.
-DaemonConfig parse_config(const std::string& text, const std::string& source);
+// A collector the config may name: the daemon passes the registered ones (collectors/
+// registry.h, collector_defaults()), so that this layer knows no collector.
+struct CollectorDefaults {
+  std::string name;
+  bool enabled_by_default = false;
+  std::chrono::nanoseconds default_interval{};
+};
+
+// Parses `text` (named `source` in messages); `collectors` are the collectors it may name, in
+// the order DaemonConfig::collectors lists them. Throws ConfigError with file:line:column.
+DaemonConfig parse_config(const std::string& text, const std::string& source,
+                          const std::vector<CollectorDefaults>& collectors);
 // Reads and parses a file; a missing or unreadable file is a ConfigError too.
-DaemonConfig load_config_file(const std::string& path);
+DaemonConfig load_config_file(const std::string& path,
+                              const std::vector<CollectorDefaults>& collectors);
 
 // "HOST:PORT", "[v6]:PORT" or ":PORT" (all addresses). Returns an error message or "".
 std::string check_listen_address(const std::string& address);

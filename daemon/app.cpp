@@ -103,8 +103,9 @@ App::App(Options options)
 App::~App() = default;
 
 DaemonConfig App::load_config() const {
-  DaemonConfig config = options_.config_file ? load_config_file(*options_.config_file)
-                                             : parse_config("", "<built-in defaults>");
+  DaemonConfig config = options_.config_file
+                            ? load_config_file(*options_.config_file, collector_defaults())
+                            : parse_config("", "<built-in defaults>", collector_defaults());
   if (options_.listen_address) config.listen_address = *options_.listen_address;
   if (options_.web_config_file) config.web_config_file = *options_.web_config_file;
   if (options_.sysfs_root) config.sysfs_root = *options_.sysfs_root;
@@ -261,7 +262,7 @@ std::size_t App::runs_in_flight() const {
   for (const auto& [name, slot] : run_slots_) {
     if (slot->busy.load(std::memory_order_acquire)) ++busy;
   }
-  // Also the threads of loop collectors' local-port listings (collectors/mad/port_listing.h).
+  // Also the threads of loop collectors' local-port listings (mad/port_listing.h).
   return std::max(busy, OffLoop::running());
 }
 

@@ -1,14 +1,15 @@
 #pragma once
 // The daemon: config, collectors on their timers, the HTTP endpoint, signals and systemd.
 
-#include "collectors/mad/engine.h"
-#include "collectors/names/node_names.h"
+#include "collectors/registry.h"
 #include "config/config.h"
+#include "core/node_names.h"
 #include "daemon/collector_runner.h"
 #include "daemon/options.h"
 #include "daemon/snapshot_store.h"
 #include "exporters/prometheus/http_server.h"
 #include "exporters/prometheus/render.h"
+#include "mad/engine.h"
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>

@@ -1,7 +1,7 @@
 #include "daemon/collector_runner.h"
 
-#include "collectors/mad/engine.h"
 #include "exporters/prometheus/render.h"
+#include "mad/engine.h"
 
 #include <spdlog/fmt/fmt.h>
 #include <spdlog/spdlog.h>

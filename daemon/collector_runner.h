@@ -11,7 +11,7 @@
 // is discarded: the next run reads the source afresh.
 
 #include "collectors/collector.h"
-#include "collectors/off_loop.h"
+#include "core/off_loop.h"
 #include "daemon/snapshot_store.h"
 
 #include <boost/asio/steady_timer.hpp>
@@ -24,7 +24,7 @@
 
 namespace ibfabric {
 
-// A collector's RunSlot (collectors/off_loop.h) says whether it has a run that has not returned
+// A collector's RunSlot (core/off_loop.h) says whether it has a run that has not returned
 // yet. A blocking collector's is shared by every runner its name has had (a reload replaces
 // runners), so that a thread still stuck in a read keeps a new runner from starting a second
 // one.

@@ -8,7 +8,7 @@
 #include <iostream>
 
 int main(int argc, char** argv) {
-  // Before any thread: it changes the environment (collectors/mad/engine.h).
+  // Before any thread: it changes the environment (mad/engine.h).
   ibfabric::mad::take_simulator_issm();
   // Plain lines on stderr; under journald (JOURNAL_STREAM set) its own timestamps suffice.
   auto logger = spdlog::stderr_logger_mt("ibfabricd");

@@ -1,6 +1,6 @@
 #include "daemon/options.h"
 
-#include "collectors/collector.h"
+#include "collectors/registry.h"
 #include "config/config.h"
 
 #include <stdexcept>

@@ -2,7 +2,7 @@
 // The latest snapshot of every collector. Collectors swap theirs in whole; a scrape copies the
 // pointers and renders, so it never sees a half-written snapshot and never waits on a collector.
 
-#include "collectors/metrics.h"
+#include "core/metrics.h"
 
 #include <mutex>
 #include <set>

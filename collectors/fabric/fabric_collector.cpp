@@ -1,6 +1,6 @@
 #include "collectors/fabric/fabric_collector.h"
 
-#include "exporters/prometheus/text_format.h"
+#include "core/text_format.h"
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>

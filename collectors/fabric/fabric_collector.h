@@ -7,11 +7,11 @@
 
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
-#include "collectors/mad/attributes.h"
-#include "collectors/mad/engine.h"
-#include "collectors/mad/fan_out.h"
-#include "collectors/off_loop.h"
-#include "collectors/state_store.h"
+#include "core/off_loop.h"
+#include "core/state_store.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
 
 #include <boost/asio/executor_work_guard.hpp>
 

@@ -1,6 +1,6 @@
 #include "collectors/fabric/fabric_model.h"
 
-#include "collectors/stable_hash.h"
+#include "core/stable_hash.h"
 
 #include <algorithm>
 #include <bit>

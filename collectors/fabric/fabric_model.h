@@ -2,7 +2,7 @@
 // The fabric as discovery sees it, and the pure logic of the `fabric` collector that needs no
 // MAD: shard assignment and assembling nodes and links from directed-route answers.
 
-#include "collectors/mad/attributes.h"
+#include "mad/attributes.h"
 
 #include <infiniband/mad.h>
 
@@ -20,7 +20,7 @@ constexpr int kMaxHops = 63;  // a directed route holds at most 64 port numbers,
 // PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
 constexpr int kPhysLinkUp = 5;
 
-// FNV-1a (collectors/stable_hash.h) over the GUID's 8 octets in network (big-endian) order,
+// FNV-1a (core/stable_hash.h) over the GUID's 8 octets in network (big-endian) order,
 // as the GUID appears on the wire, so that every host puts a switch in the same shard.
 std::uint64_t stable_guid_hash(std::uint64_t guid);
 

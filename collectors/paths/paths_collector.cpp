@@ -1,9 +1,9 @@
 #include "collectors/paths/paths_collector.h"
 
-#include "collectors/mad/attributes.h"
-#include "collectors/mad/engine.h"
-#include "collectors/mad/fan_out.h"
-#include "collectors/probe/peer_directory.h"
+#include "collectors/peer_directory.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
 
 #include <spdlog/spdlog.h>
 

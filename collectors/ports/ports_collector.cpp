@@ -1,7 +1,7 @@
 #include "collectors/ports/ports_collector.h"
 
-#include "collectors/mad/attributes.h"
-#include "collectors/mad/fan_out.h"
+#include "mad/attributes.h"
+#include "mad/fan_out.h"
 
 #include <spdlog/fmt/fmt.h>
 
@@ -590,10 +590,10 @@ void PortsCollector::collect(Done done) {
     state_loaded_ = true;
     pending_state_ = state_.load();
   }
-  mad::collect_with_ports(
-      mad_, listing_, std::move(done), [this](std::vector<mad::LocalPort> ports, Done done) {
-        std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
-      });
+  collect_with_ports(mad_, listing_, std::move(done),
+                     [this](std::vector<mad::LocalPort> ports, Done done) {
+                       std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
+                     });
 }
 
 CollectorSpec spec() {

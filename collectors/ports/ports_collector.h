@@ -4,12 +4,13 @@
 // with the peer's identity. Everything goes through the shared MAD engine.
 // Metrics are documented in docs/collectors.md, "Collector `ports`".
 
+#include "collectors/collect_with_ports.h"
 #include "collectors/collector.h"
-#include "collectors/mad/attributes.h"
-#include "collectors/mad/engine.h"
-#include "collectors/mad/fan_out.h"
-#include "collectors/mad/port_listing.h"
-#include "collectors/state_store.h"
+#include "core/state_store.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
+#include "mad/port_listing.h"
 
 #include <chrono>
 #include <cstdint>

@@ -6,7 +6,7 @@
 //   160  "IBFH"  164  version (1)  165  reserved (3)  168  hold time in ns (8, big-endian)
 // An answer without that marker (from `ibping -S`) gives a round-trip time only.
 
-#include "collectors/mad/engine.h"
+#include "mad/engine.h"
 
 #include <infiniband/mad.h>
 

@@ -1,11 +1,11 @@
 #include "collectors/probe/probe_collector.h"
 
-#include "collectors/mad/engine.h"
-#include "collectors/mad/port_listing.h"
+#include "collectors/peer_directory.h"
 #include "collectors/probe/mad_ping.h"
-#include "collectors/probe/peer_directory.h"
-#include "collectors/stable_hash.h"
 #include "config/config.h"
+#include "core/stable_hash.h"
+#include "mad/engine.h"
+#include "mad/port_listing.h"
 
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>

@@ -353,10 +353,10 @@ SmCollector::SmCollector(boost::asio::io_context& io,
       errors_("sm") {}
 
 void SmCollector::collect(Done done) {
-  mad::collect_with_ports(
-      mad_, listing_, std::move(done), [this](std::vector<mad::LocalPort> ports, Done done) {
-        std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
-      });
+  collect_with_ports(mad_, listing_, std::move(done),
+                     [this](std::vector<mad::LocalPort> ports, Done done) {
+                       std::make_shared<Pass>(*this, std::move(done), std::move(ports))->start();
+                     });
 }
 
 CollectorSpec spec() {

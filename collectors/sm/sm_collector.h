@@ -6,11 +6,12 @@
 // only; everything goes through the shared MAD engine. Metrics: docs/collectors.md, "Collector
 // `sm`".
 
+#include "collectors/collect_with_ports.h"
 #include "collectors/collector.h"
-#include "collectors/mad/engine.h"
-#include "collectors/mad/fan_out.h"
-#include "collectors/mad/port_listing.h"
 #include "collectors/sm/sm_decode.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
+#include "mad/port_listing.h"
 
 #include <cstdint>
 #include <map>

@@ -1,6 +1,6 @@
 #include "collectors/sriov/sriov_netlink.h"
 
-#include "collectors/metrics.h"
+#include "core/metrics.h"
 
 #include <linux/if_link.h>
 #include <linux/netlink.h>

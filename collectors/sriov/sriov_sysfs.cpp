@@ -1,6 +1,6 @@
 #include "collectors/sriov/sriov_sysfs.h"
 
-#include "collectors/sysfs/sysfs_parse.h"
+#include "core/sysfs_parse.h"
 
 #include <fcntl.h>
 #include <unistd.h>

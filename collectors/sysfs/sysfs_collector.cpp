@@ -1,7 +1,7 @@
 #include "collectors/sysfs/sysfs_collector.h"
 
-#include "collectors/link_rate.h"
-#include "collectors/sysfs/sysfs_parse.h"
+#include "core/link_rate.h"
+#include "core/sysfs_parse.h"
 
 #include <dirent.h>
 #include <fcntl.h>

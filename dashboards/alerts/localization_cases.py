@@ -279,6 +279,13 @@ SCENARIOS = [
      "errors",
      mesh(HOSTS), dict(long_stalled=["h4"]),
      [host("h4")]),
+    ("3 % into h3's port, while the loss builds up: so far only the probes to h3 lost it (none "
+     "of the answers to h3's own probes yet), so the probes point at h3 as responder; but h3's "
+     "port counts the receive errors and h3 shows no trouble of its own, so h3 is not named (its "
+     "cable will be, once its pairs all lose)",
+     mesh(HOSTS), dict(lossy_pairs={(p, "h3"): 3 for p in HOSTS if p != "h3"},
+                       port_errors=into_host_errors("h3", 3)),
+     []),
     ("a responder that leaves probes unanswered (over its rate cap): only the probes to h2 are "
      "lost, h2's own probes are fine: h2 is named (as responder), not its cable",
      mesh(HOSTS), dict(dropping_responder={"h2": 0.2}),

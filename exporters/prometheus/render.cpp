@@ -1,6 +1,6 @@
 #include "exporters/prometheus/render.h"
 
-#include "exporters/prometheus/text_format.h"
+#include "core/text_format.h"
 
 #include "ibfabric/version.h"
 

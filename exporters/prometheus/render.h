@@ -9,7 +9,7 @@
 // do, and is then shown as that compressed text instead of its samples (docs/design.md, "The
 // exposition").
 
-#include "collectors/metrics.h"
+#include "core/metrics.h"
 
 #include <boost/asio/thread_pool.hpp>
 

@@ -5,9 +5,9 @@
 // attribute data when it is as long as the collector requires (64 octets for SMP attributes,
 // IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
 
-#include "collectors/mad/attributes.h"
-#include "collectors/mad/engine.h"
 #include "collectors/probe/mad_ping.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
 
 #include <cstddef>
 #include <cstdint>

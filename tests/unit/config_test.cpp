@@ -1,4 +1,5 @@
 #include "config/config.h"
+#include "collectors/registry.h"
 
 #include <gtest/gtest.h>
 
@@ -13,7 +14,7 @@ using namespace std::chrono_literals;
 // Expects parse_config(text) to fail with a message containing every part of `expected`.
 void expect_error(const std::string& text, std::initializer_list<std::string> expected) {
   try {
-    parse_config(text, "test.yaml");
+    parse_config(text, "test.yaml", collector_defaults());
     FAIL() << "no error for:\n" << text;
   } catch (const ConfigError& e) {
     for (const auto& part : expected) {
@@ -55,7 +56,7 @@ TEST(FormatDuration, PicksTheLargestExactUnit) {
 }
 
 TEST(ParseConfig, EmptyTextGivesDefaults) {
-  auto config = parse_config("", "x.yaml");
+  auto config = parse_config("", "x.yaml", collector_defaults());
   EXPECT_EQ(config.listen_address, kDefaultListenAddress);
   EXPECT_EQ(config.sysfs_root, "/sys");
   EXPECT_EQ(config.log_level, "info");
@@ -76,7 +77,7 @@ collectors:
     enabled: false
     interval: 500ms
 )",
-                             "x.yaml");
+                             "x.yaml", collector_defaults());
   EXPECT_EQ(config.log_level, "debug");
   EXPECT_EQ(config.sysfs_root, "/tmp/sys");
   EXPECT_EQ(config.listen_address, "127.0.0.1:9999");
@@ -86,7 +87,7 @@ collectors:
 }
 
 TEST(ParseConfig, ACollectorWithNothingUnderItKeepsDefaults) {
-  auto config = parse_config("collectors:\n  sysfs:\n", "x.yaml");
+  auto config = parse_config("collectors:\n  sysfs:\n", "x.yaml", collector_defaults());
   EXPECT_TRUE(collector(config, "sysfs").enabled);
 }
 
@@ -145,9 +146,11 @@ TEST(ParseConfig, IntervalTooShort) {
 
 TEST(ParseConfig, RunTimeoutIsOptionalAndChecked) {
   // Not set: zero, which the runner reads as its default for the collector's kind.
-  auto config = parse_config("collectors:\n  sysfs:\n    interval: 2s\n", "x.yaml");
+  auto config =
+      parse_config("collectors:\n  sysfs:\n    interval: 2s\n", "x.yaml", collector_defaults());
   EXPECT_EQ(collector(config, "sysfs").run_timeout, 0s);
-  config = parse_config("collectors:\n  sriov:\n    run_timeout: 750ms\n", "x.yaml");
+  config = parse_config("collectors:\n  sriov:\n    run_timeout: 750ms\n", "x.yaml",
+                        collector_defaults());
   EXPECT_EQ(collector(config, "sriov").run_timeout, 750ms);
   EXPECT_EQ(collector(config, "sriov").interval, 15s);
   expect_error("collectors:\n  sysfs:\n    run_timeout: 1ms\n",
@@ -157,7 +160,8 @@ TEST(ParseConfig, RunTimeoutIsOptionalAndChecked) {
 }
 
 TEST(ConfigSection, UnknownKeyInACollectorSectionIsReportedByFinish) {
-  auto config = parse_config("collectors:\n  sysfs:\n    enabeld: true\n", "x.yaml");
+  auto config =
+      parse_config("collectors:\n  sysfs:\n    enabeld: true\n", "x.yaml", collector_defaults());
   auto section = collector(config, "sysfs").section;
   try {
     section.finish();
@@ -202,7 +206,7 @@ TEST(ConfigSection, ErrorsOnAListWhereAStringListIsExpected) {
 
 TEST(LoadConfigFile, MissingFileSaysWhichAndWhy) {
   try {
-    load_config_file("/nonexistent/ibfabricd.yaml");
+    load_config_file("/nonexistent/ibfabricd.yaml", collector_defaults());
     FAIL();
   } catch (const ConfigError& e) {
     std::string message = e.what();
@@ -212,12 +216,13 @@ TEST(LoadConfigFile, MissingFileSaysWhichAndWhy) {
 }
 
 TEST(LoadConfigFile, TheShippedExampleIsValid) {
-  auto config = load_config_file(IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml");
+  auto config =
+      load_config_file(IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml", collector_defaults());
   EXPECT_EQ(config.source, IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml");
 }
 
 TEST(ParseConfig, WebLimits) {
-  auto defaults = parse_config("", "x.yaml").web_limits;
+  auto defaults = parse_config("", "x.yaml", collector_defaults()).web_limits;
   EXPECT_EQ(defaults.max_connections, 64u);
   EXPECT_EQ(defaults.max_connections_per_client, 16u);
   EXPECT_EQ(defaults.header_timeout, 5s);
@@ -231,7 +236,7 @@ web:
   tls_handshake_timeout: 1500ms
   idle_timeout: 30s
 )",
-                          "x.yaml")
+                          "x.yaml", collector_defaults())
                  .web_limits;
   EXPECT_EQ(set.max_connections, 100u);
   EXPECT_EQ(set.max_connections_per_client, 4u);
@@ -239,9 +244,9 @@ web:
   EXPECT_EQ(set.tls_handshake_timeout, 1500ms);
   EXPECT_EQ(set.idle_timeout, 30s);
   // An unset per-client cap follows a lower total cap.
-  EXPECT_EQ(
-      parse_config("web:\n  max_connections: 8\n", "x.yaml").web_limits.max_connections_per_client,
-      8u);
+  EXPECT_EQ(parse_config("web:\n  max_connections: 8\n", "x.yaml", collector_defaults())
+                .web_limits.max_connections_per_client,
+            8u);
 }
 
 TEST(ParseConfig, BadWebLimits) {

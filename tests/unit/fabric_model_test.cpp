@@ -1,6 +1,6 @@
 #include "collectors/fabric/fabric_model.h"
-#include "collectors/mad/attributes.h"
-#include "collectors/metrics.h"
+#include "core/metrics.h"
+#include "mad/attributes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 #pragma once
 // A MAD engine for unit tests: keeps what is submitted until the test answers it.
 
-#include "collectors/mad/engine.h"
+#include "mad/engine.h"
 
 #include <deque>
 #include <functional>

@@ -1,4 +1,4 @@
-#include "collectors/mad/attributes.h"
+#include "mad/attributes.h"
 
 #include <gtest/gtest.h>
 

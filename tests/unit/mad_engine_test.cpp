@@ -1,6 +1,6 @@
-#include "collectors/mad/engine.h"
-#include "collectors/mad/engine_impl.h"
 #include "daemon/collector_runner.h"
+#include "mad/engine.h"
+#include "mad/engine_impl.h"
 
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>

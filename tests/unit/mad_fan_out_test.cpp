@@ -1,4 +1,4 @@
-#include "collectors/mad/fan_out.h"
+#include "mad/fan_out.h"
 
 #include "collector_test_support.h"
 #include "fake_mad_engine.h"

@@ -1,4 +1,4 @@
-#include "collectors/names/node_names.h"
+#include "core/node_names.h"
 #include "config/config_section.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
-// OffLoop's contract (collectors/off_loop.h): what a worker hands back runs on the loop,
+// OffLoop's contract (core/off_loop.h): what a worker hands back runs on the loop,
 // unless the OffLoop was closed by then, also when the worker had already posted it.
 
-#include "collectors/off_loop.h"
+#include "core/off_loop.h"
 
 #include <gtest/gtest.h>
 

@@ -4,7 +4,7 @@
 // same error, so it is logged once), the late result is discarded, and the next collection
 // after it returns works. Conditions are awaited with generous bounds; nothing asserts how fast.
 
-#include "collectors/mad/port_listing.h"
+#include "mad/port_listing.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/sm/sm_collector.h"
 #include "fake_mad_engine.h"

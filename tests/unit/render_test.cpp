@@ -1,6 +1,6 @@
 #include "exporters/prometheus/render.h"
-#include "collectors/metrics.h"
-#include "exporters/prometheus/text_format.h"
+#include "core/metrics.h"
+#include "core/text_format.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>

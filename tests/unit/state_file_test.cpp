@@ -1,5 +1,5 @@
-#include "collectors/state_file.h"
-#include "collectors/state_store.h"
+#include "core/state_file.h"
+#include "core/state_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

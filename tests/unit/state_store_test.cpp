@@ -13,14 +13,15 @@
 // before its deferred save restores is also checked against the real daemon in
 // tests/integration/test_lossy_fabric.py.
 
-#include "collectors/state_store.h"
+#include "core/state_store.h"
 #include "collector_test_support.h"
 #include "collectors/fabric/fabric_collector.h"
-#include "collectors/names/node_names.h"
-#include "collectors/off_loop.h"
 #include "collectors/ports/ports_collector.h"
-#include "collectors/state_file.h"
+#include "core/node_names.h"
+#include "core/off_loop.h"
+#include "core/state_file.h"
 #include "exporters/prometheus/render.h"
+#include "fake_fabric.h"
 
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>
@@ -43,7 +44,7 @@ namespace {
 using namespace std::chrono_literals;
 using test_support::TempDir;
 
-constexpr std::uint64_t kSubnet = 0xfe80000000000000ull;
+constexpr std::uint64_t kSubnet = test_support::kSubnetPrefix;
 constexpr std::uint64_t kLeaf = 0x0002c90200400001ull;
 constexpr std::uint64_t kHostA = 0x0002c90300000a00ull;  // the daemon's node
 constexpr std::uint64_t kHostB = 0x0002c90300000b00ull;
@@ -52,132 +53,11 @@ constexpr std::uint64_t kHostD = 0x0002c90300000d00ull;
 constexpr std::uint64_t kHostE = 0x0002c90300000e00ull;
 constexpr int kLeafPorts = 6;
 
-// A subnet as the MAD engine sees it: nodes, cables between their ports, LIDs. Answers
-// NodeInfo, NodeDescription and PortInfo by directed route from the daemon's node (or by
-// LID), and every PMA Get with zeroed counters; a route that leads nowhere times out. Each
-// answer is posted to the loop, never run inside submit() (the engine's contract).
-class FakeFabric final : public mad::Engine {
- public:
-  struct Node {
-    std::uint64_t guid = 0;
-    int type = IB_NODE_CA;
-    int ports = 1;
-    std::string description;
-    std::uint16_t lid = 0;
-  };
-
-  explicit FakeFabric(boost::asio::io_context& io) : Engine(mad::EngineConfig{}), io_(io) {}
-
-  void add(Node node) { nodes_[node.guid] = std::move(node); }
-  void cable(std::uint64_t a, int a_port, std::uint64_t b, int b_port) {
-    cables_[{a, a_port}] = {b, b_port};
-    cables_[{b, b_port}] = {a, a_port};
-  }
-  void unplug(std::uint64_t guid, int port) {
-    auto it = cables_.find({guid, port});
-    if (it == cables_.end()) return;
-    cables_.erase(it->second);
-    cables_.erase(it);
-  }
-
-  void submit(mad::Request request, mad::Callback callback) override {
-    boost::asio::post(io_, [r = answer(request), callback = std::move(callback)] { callback(r); });
-  }
-  std::unique_ptr<mad::Service> serve(mad::PortAddress, std::uint8_t, std::uint32_t, double,
-                                      mad::RequestHandler) override {
-    return nullptr;
-  }
-  std::unique_ptr<mad::Client> client() override { return std::make_unique<Forward>(*this); }
-  std::optional<mad::PortAddress> default_port() override { return mad::PortAddress{"mlx5_0", 1}; }
-  void open_default_port(std::function<void(std::string)> done) override {
-    boost::asio::post(io_, [done = std::move(done)] { done(""); });
-  }
-  void fill_metrics(MetricsBuilder&) const override {}
-
- private:
-  using End = std::pair<std::uint64_t, int>;
-
-  class Forward final : public mad::Client {
-   public:
-    explicit Forward(FakeFabric& fabric) : fabric_(fabric) {}
-    void submit(mad::Request request, mad::Callback callback) override {
-      fabric_.submit(std::move(request), std::move(callback));
-    }
-
-   private:
-    FakeFabric& fabric_;
-  };
-
-  mad::Response answer(const mad::Request& q) const {
-    mad::Response r;
-    r.attempts = 1;
-    // The node the request reaches, and the port it entered that node by.
-    const Node* node = nullptr;
-    int entered = 0;
-    if (q.to.directed) {
-      End at{kHostA, 1};
-      for (auto out : q.to.path) {
-        auto it = cables_.find({at.first, out});
-        if (it == cables_.end()) {
-          r.error = "no cable at " + std::to_string(out);
-          return r;  // a timeout, as a route into a down port gives
-        }
-        at = it->second;
-      }
-      node = &nodes_.at(at.first);
-      entered = at.second;
-    } else {
-      for (const auto& [guid, n] : nodes_) {
-        if (n.lid == q.to.lid) node = &n;
-      }
-      if (!node) return r;
-    }
-    r.status = mad::Status::ok;
-    r.mad.assign(IB_MAD_SIZE, 0);
-    r.mad[1] = q.mgmt_class;
-    auto* data = r.mad.data() + 64;  // SMP and PMA attribute data
-    if (q.mgmt_class == mad::kPerfMgt) return r;
-    switch (q.attr_id) {
-      case IB_ATTR_NODE_INFO:
-        mad_set_field64(data, 0, IB_NODE_GUID_F, node->guid);
-        mad_set_field64(data, 0, IB_NODE_PORT_GUID_F, node->guid + 1);
-        mad_set_field(data, 0, IB_NODE_TYPE_F, static_cast<std::uint32_t>(node->type));
-        mad_set_field(data, 0, IB_NODE_NPORTS_F, static_cast<std::uint32_t>(node->ports));
-        mad_set_field(data, 0, IB_NODE_LOCAL_PORT_F, static_cast<std::uint32_t>(entered));
-        break;
-      case IB_ATTR_NODE_DESC: {
-        char text[IB_SMP_DATA_SIZE] = {};
-        node->description.copy(text, sizeof text);
-        mad_set_array(data, 0, IB_NODE_DESC_F, text);
-        break;
-      }
-      case IB_ATTR_PORT_INFO: {
-        int port = static_cast<int>(q.attr_mod);
-        bool up = port == 0 || cables_.count({node->guid, port});
-        mad_set_field64(data, 0, IB_PORT_GID_PREFIX_F, kSubnet);
-        mad_set_field(data, 0, IB_PORT_LID_F, node->lid);
-        mad_set_field(data, 0, IB_PORT_LOCAL_PORT_F, static_cast<std::uint32_t>(port));
-        mad_set_field(data, 0, IB_PORT_STATE_F, up ? 4 : 1);       // Active / Down
-        mad_set_field(data, 0, IB_PORT_PHYS_STATE_F, up ? 5 : 2);  // LinkUp / Polling
-        break;
-      }
-      default:
-        r.status = mad::Status::mad_status;
-        r.mad_status = 0x0c;  // unsupported attribute
-        r.error = "unsupported attribute";
-    }
-    return r;
-  }
-
-  boost::asio::io_context& io_;
-  std::map<std::uint64_t, Node> nodes_;
-  std::map<End, End> cables_;
-};
-
 // A leaf switch with host-a (the daemon's node) on port 1, host-b on 2, host-c on 3 and
 // ports 4 to 6 empty.
 struct Subnet {
-  explicit Subnet(boost::asio::io_context& io) : fabric(std::make_shared<FakeFabric>(io)) {
+  explicit Subnet(boost::asio::io_context& io)
+      : fabric(std::make_shared<test_support::FakeFabric>(io, kHostA)) {
     fabric->add({kLeaf, IB_NODE_SWITCH, kLeafPorts, "leaf-01", 1});
     fabric->add({kHostA, IB_NODE_CA, 1, "host-a mlx5_0", 2});
     fabric->add({kHostB, IB_NODE_CA, 1, "host-b mlx5_0", 3});
@@ -191,7 +71,7 @@ struct Subnet {
   std::function<std::shared_ptr<mad::Engine>()> engine() {
     return [f = fabric] { return f; };
   }
-  std::shared_ptr<FakeFabric> fabric;
+  std::shared_ptr<test_support::FakeFabric> fabric;
 };
 
 template <class Pred>

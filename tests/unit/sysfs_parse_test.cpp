@@ -1,7 +1,7 @@
 // The parsers for the kernel's /sys/class/infiniband text, against strings written exactly as
 // drivers/infiniband/core/sysfs.c formats them, and against text the kernel never writes.
 
-#include "collectors/sysfs/sysfs_parse.h"
+#include "core/sysfs_parse.h"
 
 #include <gtest/gtest.h>
 
