@@ -107,14 +107,27 @@ EVAL_BEFORE, EVAL_NAMED = "50s", "2m"  # before the fault; a minute after it sta
 PROBES = 100  # per pair and sample: 10 probes a second
 
 
-def counter(during, before=0):
+def counter(during, before=0, lead=0):
     """A counter's values in promtool's notation: `before` a sample until the fault, `during`
-    a sample from then on."""
+    a sample from then on; `lead` samples more before the fault."""
+    samples, fault_at = SAMPLES + lead, FAULT_AT + lead
     if before == during:
-        return "0+%gx%d" % (during, SAMPLES)
-    start = before * FAULT_AT
-    return "0+%gx%d %g+%gx%d" % (before, FAULT_AT, start + during, during,
-                                   SAMPLES - FAULT_AT - 1)
+        return "0+%gx%d" % (during, samples)
+    start = before * fault_at
+    return "0+%gx%d %g+%gx%d" % (before, fault_at, start + during, during,
+                                   samples - fault_at - 1)
+
+
+def eval_times(lead):
+    """Before the fault, and a minute after it started."""
+    if not lead:
+        return EVAL_BEFORE, EVAL_NAMED
+    return "%ds" % ((FAULT_AT + lead - 1) * STEP), "%ds" % ((FAULT_AT + lead) * STEP + 60)
+
+
+# Congestion: every switch counts PortXmitWait in ticks of 8 bytes' time (a Quantum-2's) and
+# every port runs at 400 Gb/s (50e9 bytes a second), so a tick is 0.16 ns.
+TICK_BYTES, RATE = 8, 50e9
 
 
 def pair_labels(prober, peer):
@@ -123,23 +136,31 @@ def pair_labels(prober, peer):
 
 def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_responder=(),
                     lossy_pairs=(), late_pairs=(), port_errors=(), everyone_late=False,
-                    lucky_pairs=()):
+                    lucky_pairs=(), congested=(), spikes=2, tick_unknown=(), lead=0):
     """Series as the collectors would export them. dropping: {link: loss rate} of packets
     crossing a cable direction; stalled: hosts whose daemon pauses (their probes' answers come
     late); long_stalled: pauses longer than the probe timeout (late and lost); dropping_responder:
     {host: rate} of probes its responder leaves unanswered; lossy_pairs / late_pairs: {pair: per
     sample}; lucky_pairs: {pair: lost per sample} for a pair that loses less than its faults say
     (by chance); port_errors: [(node, port, counter, per sample)] where the port's reader counts
-    them."""
+    them; congested: {link: share of time its sending switch port waits, from the start} (a
+    probe crossing one is late `spikes` times in 100 from the fault on); tick_unknown: switches whose
+    tick is not known (their ports wait 2 ticks per word sent instead); lead: samples more
+    before the fault (a 5-minute rate needs 5 minutes of samples)."""
     dropping, dropping_responder, lucky_pairs = dict(dropping), dict(dropping_responder), dict(lucky_pairs)
-    lossy_pairs, late_pairs = dict(lossy_pairs), dict(late_pairs)
+    lossy_pairs, late_pairs, congested = dict(lossy_pairs), dict(late_pairs), dict(congested)
     series = []
+    always = "1x%d" % (SAMPLES + lead)
+
+    def ctr(during, before=0):
+        return counter(during, before, lead)
+
     hosts = sorted({h for pair in pairs for h in pair}, key=HOSTS.index)
     for prober, peer in pairs:
-        series += [(s, "1x%d" % SAMPLES) for s in hop_series(prober, peer)]
+        series += [(s, always) for s in hop_series(prober, peer)]
         series.append(('ibfabric_path_peer_info{job="ibfabric",instance="%s:10916",peer="%s mlx5_0",'
                        'transport="mad",peer_node_guid="%s",peer_node_name="%s"}'
-                       % (prober, peer, NODES[peer][0], peer), "1x%d" % SAMPLES))
+                       % (prober, peer, NODES[peer][0], peer), always))
         labels = pair_labels(prober, peer)
         crossed = route(prober, peer) + route(peer, prober)
         kept = 1.0
@@ -158,12 +179,14 @@ def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_re
             lost += 5
         if everyone_late:
             late += 1
+        if any(link_ in crossed for link_ in congested):
+            late += spikes
         series += [
-            ("ibfabric_probe_sent_total{%s}" % labels, counter(PROBES, PROBES)),
+            ("ibfabric_probe_sent_total{%s}" % labels, ctr(PROBES, PROBES)),
             ("ibfabric_probe_lost_total{%s}" % labels,
-             counter(lost)),
+             ctr(lost)),
             ("ibfabric_probe_spikes_total{%s}" % labels,
-             counter(late)),
+             ctr(late)),
         ]
     # Every daemon: its node, its event loop, its responder, its own port (`ports`).
     counted = {}
@@ -172,18 +195,18 @@ def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_re
     for h in hosts:
         instance = 'job="ibfabric",instance="%s:10916"' % h
         series.append(('ibfabric_probe_node_info{%s,node_guid="%s",node_name="%s"}'
-                       % (instance, NODES[h][0], h), "1x%d" % SAMPLES))
+                       % (instance, NODES[h][0], h), always))
         stall = 2.0 if h in long_stalled else 1.2 if h in stalled else 0
         series.append(("ibfabric_event_loop_stall_seconds_total{%s}" % instance,
-                       counter(stall)))
+                       ctr(stall)))
         dropped = round(PROBES * dropping_responder.get(h, 0)) * sum(1 for p in pairs if p[1] == h)
         series.append(('ibfabric_probe_responder_dropped_total{%s,transport="mad"}' % instance,
-                       counter(dropped)))
+                       ctr(dropped)))
         leaf, leaf_port = "leaf-%d" % leaf_of(h), host_port(h)
         series.append(('ibfabric_ports_peer_info{%s,device="mlx5_0",port="1",node_guid="%s",'
                        'node_name="%s",peer_node_guid="%s",peer_port="%d",peer_node_type="switch",'
                        'peer_node_name="%s"}' % (instance, NODES[h][0], h, NODES[leaf][0],
-                                                 leaf_port, leaf), "1x%d" % SAMPLES))
+                                                 leaf_port, leaf), always))
         for side, key in (("local", (h, 1)), ("peer", (leaf, leaf_port))):
             rates = counted.get(key, {})
             for name in ("symbol_errors", "link_error_recoveries", "link_downed",
@@ -191,7 +214,7 @@ def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_re
                 per_sample = rates.get(name, 0)
                 series.append(('ibfabric_ports_%s_total{%s,device="mlx5_0",port="1",side="%s"}'
                                % (name, instance, side),
-                               counter(per_sample)))
+                               ctr(per_sample)))
     # The fabric sweep (run by h1) of the switch ports that count something.
     for (node, port), rates in counted.items():
         if NODES[node][1] != SWITCH:
@@ -201,7 +224,43 @@ def scenario_series(pairs, dropping=(), stalled=(), long_stalled=(), dropping_re
             per_sample = rates.get(name, 0)
             series.append(('ibfabric_fabric_port_%s_total{job="ibfabric",instance="h1:10916",'
                            'node_guid="%s",port="%d"}' % (name, NODES[node][0], port),
-                           counter(per_sample)))
+                           ctr(per_sample)))
+    if congested:
+        series += congestion_series(congested, tick_unknown, SAMPLES + lead)
+    return series
+
+
+def congestion_series(congested, tick_unknown, samples):
+    """The fabric sweep's view (by h1) of every switch port's cable, and of the waiting ports:
+    their tick, rate and counters, which go on 10 minutes past the probes' samples (the port
+    still waits when its spikes are over)."""
+    sweep = 'job="ibfabric",instance="h1:10916"'
+    always = "1x%d" % samples
+    series = []
+    cables = {hop for prober, peer in mesh(HOSTS) for hop in route(prober, peer)}
+    for f, fp, t, tp in sorted(cables):
+        if NODES[f][1] != SWITCH:
+            continue
+        series.append(('ibfabric_fabric_link_info{%s,cable_end="a",node_guid="%s",port="%d",'
+                       'node_name="%s",remote_node_guid="%s",remote_port="%d",'
+                       'remote_node_type="%s",remote_node_name="%s"}'
+                       % (sweep, NODES[f][0], fp, f, NODES[t][0], tp, NODES[t][1], t), always))
+    for name, (node_guid, kind) in NODES.items():
+        if kind == SWITCH and name not in tick_unknown:
+            series.append(('ibfabric_fabric_node_transmit_wait_tick_bytes{%s,node_guid="%s",'
+                           'per="port"}' % (sweep, node_guid), "%dx%d" % (TICK_BYTES, samples)))
+    for (f, fp, t, tp), share in congested.items():
+        port = '%s,node_guid="%s",port="%d"' % (sweep, NODES[f][0], fp)
+        sent = RATE * STEP / 10  # bytes a sample: a tenth of the rate
+        ticks = 2 * sent / 4 if f in tick_unknown else share * STEP * RATE / TICK_BYTES
+        longer = samples + 60
+        series += [
+            ("ibfabric_fabric_port_effective_rate_bytes_per_second{%s}" % port,
+             "%gx%d" % (RATE, longer)),
+            ("ibfabric_fabric_port_transmit_wait_ticks_total{%s}" % port,
+             "0+%gx%d" % (ticks, longer)),
+            ("ibfabric_fabric_port_transmit_bytes_total{%s}" % port, "0+%gx%d" % (sent, longer)),
+        ]
     return series
 
 
@@ -211,6 +270,12 @@ def mesh(hosts):
 
 def link_alert(a, ap, b, bp):
     return ('ALERTS{alertname="IbfabricSuspectLink",alertstate="firing",severity="warning",'
+            'node_guid="%s",port="%d",node_name="%s",remote_node_guid="%s",remote_port="%d",'
+            'remote_node_name="%s"}' % (NODES[a][0], ap, a, NODES[b][0], bp, b))
+
+
+def congestion_alert(a, ap, b, bp):
+    return ('ALERTS{alertname="IbfabricSuspectCongestion",alertstate="firing",severity="warning",'
             'node_guid="%s",port="%d",node_name="%s",remote_node_guid="%s",remote_port="%d",'
             'remote_node_name="%s"}' % (NODES[a][0], ap, a, NODES[b][0], bp, b))
 
@@ -226,6 +291,11 @@ def named_cable(a, ap, b, bp):
 
 def host(h):
     return ("host", h)
+
+
+def congestion(link_):
+    """A congested port: the sending end of `link_` (from, from port, to, to port)."""
+    return ("congestion",) + tuple(link_)
 
 
 def into_host_errors(h, per_sample=30):
@@ -354,29 +424,76 @@ SCENARIOS = [
      "late more than the rest, nothing named",
      mesh(HOSTS), dict(everyone_late=True),
      []),
+    # Congestion: the port waits from the start (its 5-minute rate formed), the spikes start at
+    # the fault.
+    ("congestion at a spine port: spine-1 port 2 (into leaf-2) waits 41 % of the time; the 8 "
+     "pairs whose probes or answers cross it see 2 in 100 probes late: the port is named, not h3 "
+     "(all of whose late pairs it explains) and no cable (nothing lost)",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.41}, lead=30),
+     [congestion(downlink(1, 2))]),
+    ("incast into h3: leaf-2 port 1 (to h3) waits 60 % of the time; every pair of h3 is late, "
+     "which alone would name h3 as a late host: the port is named instead",
+     mesh(HOSTS), dict(congested={into_host("h3"): 0.6}, lead=30),
+     [congestion(into_host("h3"))]),
+    ("the same spine port on a switch whose tick is not known: it waits 2 ticks per word sent, "
+     "named all the same (in ticks per word)",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.41}, tick_unknown=["spine-1"], lead=30),
+     [congestion(downlink(1, 2))]),
+    ("a congested spine port whose pairs are not late (the probes go through between bursts): "
+     "nothing named here (IbfabricCongestionHotSpot names the port)",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.41}, spikes=0, lead=30),
+     []),
+    ("the pairs crossing spine-1 port 2 spike but it waits only 5 % of the time: not congestion; "
+     "every late pair is h3's, so h3 is named as a late host",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.05}, lead=30),
+     [host("h3")]),
+    ("congestion and a faulty cable at once: spine-1 port 2 waits 41 %, and 30 % of the packets "
+     "into h5 are dropped (its port counts them): the port for the spikes, the cable for the "
+     "loss",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.41}, dropping={into_host("h5"): 0.3},
+                       port_errors=into_host_errors("h5"), lead=30),
+     [congestion(downlink(1, 2)), named_cable("leaf-3", 1, "h5", 1)]),
+    ("congestion and a stalled host at once: spine-1 port 2 waits 41 %, h6's daemon stalls: the "
+     "port and h6",
+     mesh(HOSTS), dict(congested={downlink(1, 2): 0.41}, stalled=["h6"], lead=30),
+     [congestion(downlink(1, 2)), host("h6")]),
+    ("incast into h3 while h3 itself stalls: both the port and h3 (its own stalls)",
+     mesh(HOSTS), dict(congested={into_host("h3"): 0.6}, stalled=["h3"], lead=30),
+     [congestion(into_host("h3")), host("h3")]),
 ]
 
-# The samples end at 130 s: a minute later the evidence is gone, and the alerts remember it for
-# 10 minutes. Checked on the first scenario. Its counters then read 218 errors in 10 minutes (the
-# 180 counted, as increase() extrapolates them to the edges of its window) and 1 XmitWait tick a
-# second.
-MEMORY_SCENARIO, EVAL_REMEMBERED, EVAL_FORGOTTEN = 0, "3m30s", "12m"
-MEMORY_DESCRIPTION = (
+# When the samples end, a minute later the evidence is gone, and the alerts remember it for
+# 10 minutes: {scenario: (when remembered, when forgotten, the description then)}.
+# The first scenario's samples end at 130 s; its counters then read 218 errors in 10 minutes
+# (the 180 counted, as increase() extrapolates them to the edges of its window).
+MEMORY = {0: ("3m30s", "12m",
     "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) (the most "
     "in a minute, over the last 10 minutes). No probe lost to it in the last minute: the fault "
     "may have stopped (the alert stays 10 minutes after its last evidence). Counters in 10 "
-    "minutes: leaf-2 port 3 (fabric sweep): 218 errors, 0 discards, 0 XmitWait ticks/s; spine-1 "
-    "port 2 (fabric sweep): 0 errors, 0 discards, 1 XmitWait ticks/s. Hosts whose probed paths "
-    "cross it: h1, h2, h3, h4, h5, h6.")
+    "minutes: leaf-2 port 3 (fabric sweep): 218 errors, 0 discards; spine-1 "
+    "port 2 (fabric sweep): 0 errors, 0 discards. Hosts whose probed paths "
+    "cross it: h1, h2, h3, h4, h5, h6."),
+    # The first congestion scenario's probes' samples end at 430 s; its port still waits.
+    24: ("8m30s", "18m30s",
+         "Probes crossing spine-1 port 2 (to leaf-2 port 3) spiked; it waited to send 41% of "
+         "the time over the last 5 minutes. No late probe crossing it in the last minute: the "
+         "congestion may have eased (the alert stays 10 minutes after its last evidence). "
+         "Congestion, not a fault of a cable or a host: it explains the spikes of 8 probe pair(s) "
+         "(the most in a minute, over the last 10 minutes). A spine port: traffic is unevenly "
+         "spread over the spines, or oversubscribed here. A root: the congestion starts here. "
+         "Also named for the same pairs: none."),
+}
 SUMMARIES = {"IbfabricSuspectLink": "Probe loss between hosts points at one cable.",
-             "IbfabricSuspectHost": "Probes between hosts point at one host, not the network."}
-# The whole alert, as the engineer reads it, for three scenarios (checked by hand).
+             "IbfabricSuspectHost": "Probes between hosts point at one host, not the network.",
+             "IbfabricSuspectCongestion": "Probe RTT spikes between hosts point at a congested "
+                                          "port, not a cable or a host."}
+# The whole alert, as the engineer reads it, for some scenarios (checked by hand).
 DESCRIPTIONS = {
     # A faulty leaf uplink: 8 pairs take spine-1 -> leaf-2 (h3's, with the hosts of leaves 1
     # and 3), each losing 30 of 100 probes every 10 s: over the minute, 8 x 180 = 1,440 of
     # 4,800. The sweep counted 30 receive errors a sample at leaf-2 port 3 since the fault began
-    # a minute ago (6 samples: 180) and 100 XmitWait ticks a sample at spine-1 port 2 (600 over
-    # the 10-minute window: 1 a second). Every host's pairs cross the cable one way or the other
+    # a minute ago (6 samples: 180); spine-1 port 2 counts XmitWait ticks but its tick and its
+    # data are not read, so no waiting is quoted. Every host's pairs cross the cable one way or the other
     # (h4's answers to leaf 1 go up through it), so all six are its blast radius.
     0: [("IbfabricSuspectLink", named_cable("leaf-2", 3, "spine-1", 2),
          "Cable leaf-2 port 3 <-> spine-1 port 2 explains the probe loss of 8 probe pair(s) (the "
@@ -384,8 +501,7 @@ DESCRIPTIONS = {
          "leaf-2: 1440 of 4800 probes lost (30%). Pairs (prober -> peer): h1 -> h3, h2 -> h3, h3 "
          "-> h1, h3 -> h2, h3 -> h5, h3 -> h6, and more. Equally suspect (probes cannot tell them "
          "apart): none. Counters in 10 minutes: leaf-2 port 3 (fabric sweep): 180 errors, 0 "
-         "discards, 0 XmitWait ticks/s; spine-1 port 2 (fabric sweep): 0 errors, 0 discards, 1 "
-         "XmitWait ticks/s. Hosts whose probed paths cross it: h1, h2, h3, h4, h5, h6.")],
+         "discards; spine-1 port 2 (fabric sweep): 0 errors, 0 discards. Hosts whose probed paths cross it: h1, h2, h3, h4, h5, h6.")],
     # The host cable without counters: the cable and h3 name each other.
     3: [("IbfabricSuspectLink", named_cable("leaf-2", 1, "h3", 1),
          "Cable leaf-2 port 1 <-> h3 port 1 explains the probe loss of 10 probe pair(s) (the most "
@@ -393,8 +509,8 @@ DESCRIPTIONS = {
          "of 6000 probes lost (30%); packets h3 -> leaf-2: 1800 of 6000 probes lost (30%). Pairs "
          "(prober -> peer): h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h4, h3 -> h5, and more. "
          "Equally suspect (probes cannot tell them apart): host h3. Counters in 10 minutes: "
-         "leaf-2 port 1 (the daemon at its far end): 0 errors, 0 discards, 0 XmitWait ticks/s; h3 "
-         "port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait ticks/s. Hosts whose probed "
+         "leaf-2 port 1 (the daemon at its far end): 0 errors, 0 discards; h3 "
+         "port 1 (its own daemon): 0 errors, 0 discards. Hosts whose probed "
          "paths cross it: h1, h2, h3, h4, h5, h6."),
         ("IbfabricSuspectHost", host("h3"),
          "Host h3 explains the late or lost probes of 10 probe pair(s) (the most in a minute, "
@@ -403,7 +519,45 @@ DESCRIPTIONS = {
          "its own probes: 0 late, 900 lost of 3000 (5 pairs). Its daemon: event loop stalled 0s "
          "in the minute. Equally suspect (probes cannot tell them apart): leaf-2 port 1 <-> h3 "
          "port 1. Its own port counters in 10 minutes: port 1 (its own daemon): 0 errors, 0 "
-         "discards, 0 XmitWait ticks/s.")],
+         "discards.")],
+    # Congestion at a spine port: 8 pairs cross it, each with 600 probes in the minute of which
+    # 12 late (2 every 10 s): 96 of 4,800. Its switch's tick is 8 bytes at 50e9 bytes a second.
+    24: [("IbfabricSuspectCongestion", congestion(downlink(1, 2)),
+          "Pairs (prober -> peer) h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h5, h3 -> h6, and "
+          "more spike while crossing spine-1 port 2 (to leaf-2 port 3), which waited to send 41% "
+          "of the time over the last 5 minutes: 96 of 4800 probes crossing it were late in the "
+          "last minute. Congestion, not a fault of a cable or a host: it explains the spikes of 8 "
+          "probe pair(s) (the most in a minute, over the last 10 minutes). A spine port: traffic "
+          "is unevenly spread over the spines, or oversubscribed here. A root: the congestion "
+          "starts here. Also named for the same pairs: none.")],
+    # Incast: all 10 of h3's pairs cross the port into it: 120 of 6,000 late.
+    25: [("IbfabricSuspectCongestion", congestion(into_host("h3")),
+          "Pairs (prober -> peer) h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h4, h3 -> h5, and "
+          "more spike while crossing leaf-2 port 1 (to h3 port 1), which waited to send 60% of "
+          "the time over the last 5 minutes: 120 of 6000 probes crossing it were late in the last "
+          "minute. Congestion, not a fault of a cable or a host: it explains the spikes of 10 "
+          "probe pair(s) (the most in a minute, over the last 10 minutes). A port to a host: "
+          "incast into h3, or a slow receiver. A root: the congestion starts here. Also named for "
+          "the same pairs: none.")],
+    # The tick not known: 2 ticks per 4-octet word sent.
+    26: [("IbfabricSuspectCongestion", congestion(downlink(1, 2)),
+          "Pairs (prober -> peer) h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h5, h3 -> h6, and "
+          "more spike while crossing spine-1 port 2 (to leaf-2 port 3), which waited 2.0 "
+          "PortXmitWait ticks per word sent (its tick is not known) over the last 5 minutes: 96 "
+          "of 4800 probes crossing it were late in the last minute. Congestion, not a fault of a "
+          "cable or a host: it explains the spikes of 8 probe pair(s) (the most in a minute, over "
+          "the last 10 minutes). A spine port: traffic is unevenly spread over the spines, or "
+          "oversubscribed here. A root: the congestion starts here. Also named for the same "
+          "pairs: none.")],
+    # Congestion and a stalled host: h6's pairs with h3 cross the port too (24 more late).
+    30: [("IbfabricSuspectCongestion", congestion(downlink(1, 2)),
+          "Pairs (prober -> peer) h1 -> h3, h2 -> h3, h3 -> h1, h3 -> h2, h3 -> h5, h3 -> h6, and "
+          "more spike while crossing spine-1 port 2 (to leaf-2 port 3), which waited to send 41% "
+          "of the time over the last 5 minutes: 120 of 4800 probes crossing it were late in the "
+          "last minute. Congestion, not a fault of a cable or a host: it explains the spikes of 8 "
+          "probe pair(s) (the most in a minute, over the last 10 minutes). A spine port: traffic "
+          "is unevenly spread over the spines, or oversubscribed here. A root: the congestion "
+          "starts here. Also named for the same pairs: host h6.")],
     # The stalled host: its 5 probers each see 3 late answers every 10 s (90 in the minute);
     # its own probes see 1 late answer each every 10 s (30); its loop stalled 1.2 s every 10 s.
     6: [("IbfabricSuspectHost", host("h4"),
@@ -412,8 +566,7 @@ DESCRIPTIONS = {
          "the last minute (blamed as a whole): answers to it: 90 late, 0 lost of 3000 (5 pairs); "
          "its own probes: 30 late, 0 lost of 3000 (5 pairs). Its daemon: event loop stalled 7.2s "
          "in the minute. Equally suspect (probes cannot tell them apart): none. Its own port "
-         "counters in 10 minutes: port 1 (its own daemon): 0 errors, 0 discards, 0 XmitWait "
-         "ticks/s.")],
+         "counters in 10 minutes: port 1 (its own daemon): 0 errors, 0 discards.")],
 }
 
 
@@ -421,15 +574,17 @@ def yaml_quote(s):
     return "'" + s.replace("'", "''") + "'"
 
 
+ALERTNAMES = {"link": "IbfabricSuspectLink", "host": "IbfabricSuspectHost",
+              "congestion": "IbfabricSuspectCongestion"}
+
+
 def expected_alerts(expected):
-    out = []
-    for item in expected:
-        out.append(link_alert(*item[1:]) if item[0] == "link" else host_alert(item[1]))
-    return sorted(out)
+    alert = {"link": link_alert, "host": host_alert, "congestion": congestion_alert}
+    return sorted(alert[item[0]](*item[1:]) for item in expected)
 
 
 def alert_labels(item):
-    if item[0] == "link":
+    if item[0] in ("link", "congestion"):
         a, ap, b, bp = item[1:]
         return [("node_guid", NODES[a][0]), ("port", ap), ("node_name", a),
                 ("remote_node_guid", NODES[b][0]), ("remote_port", bp), ("remote_node_name", b)]
@@ -439,8 +594,8 @@ def alert_labels(item):
 def render():
     lines = [
         "# Generated by localization_cases.py (edit that, then run it): promtool unit tests of the",
-        "# localization rules (IbfabricSuspectLink, IbfabricSuspectHost) on a synthetic 3-leaf,",
-        "# 2-spine fat tree.",
+        "# localization rules (IbfabricSuspectLink, IbfabricSuspectHost, IbfabricSuspectCongestion)",
+        "# on a synthetic 3-leaf, 2-spine fat tree.",
         "# Run: promtool test rules dashboards/alerts/ibfabric.localization.test.yml",
         "rule_files:",
         "  - ibfabric.rules.yml",
@@ -455,11 +610,12 @@ def render():
             lines.append("      - series: " + yaml_quote(s))
             lines.append("        values: '%s'" % values)
         lines.append("    promql_expr_test:")
-        evals = [(EVAL_BEFORE, []), (EVAL_NAMED, expected_alerts(expected))]
-        if index == MEMORY_SCENARIO:
-            evals += [(EVAL_REMEMBERED, expected_alerts(expected)), (EVAL_FORGOTTEN, [])]
+        eval_before, eval_named = eval_times(faults.get("lead", 0))
+        evals = [(eval_before, []), (eval_named, expected_alerts(expected))]
+        if index in MEMORY:
+            evals += [(MEMORY[index][0], expected_alerts(expected)), (MEMORY[index][1], [])]
         for eval_time, names in evals:
-            lines.append("      - expr: ALERTS{alertname=~\"IbfabricSuspect(Link|Host)\","
+            lines.append("      - expr: ALERTS{alertname=~\"IbfabricSuspect(Link|Host|Congestion)\","
                          "alertstate=\"firing\"}")
             lines.append("        eval_time: %s" % eval_time)
             lines.append("        exp_samples:" + ("" if names else " []"))
@@ -467,20 +623,20 @@ def render():
                 lines.append("          - labels: " + yaml_quote(name))
                 lines.append("            value: 1")
         tests = []
-        for alertname in ("IbfabricSuspectLink", "IbfabricSuspectHost"):
+        for alertname in SUMMARIES:
             described = [d for d in DESCRIPTIONS.get(index, []) if d[0] == alertname]
             if described:
                 tests.append((alertname, described))
             elif not expected:
                 tests.append((alertname, []))  # the quiet case, for test_alert_rules.py
-        if index == MEMORY_SCENARIO:
-            tests.append(("IbfabricSuspectLink", [(None, expected[0], MEMORY_DESCRIPTION)],
-                          EVAL_REMEMBERED))
+        if index in MEMORY:
+            alertname = ALERTNAMES[expected[0][0]]
+            tests.append((alertname, [(None, expected[0], MEMORY[index][2])], MEMORY[index][0]))
         if tests:
             lines.append("    alert_rule_test:")
         for test in tests:
             alertname, described = test[:2]
-            lines.append("      - eval_time: %s" % (test[2] if len(test) > 2 else EVAL_NAMED))
+            lines.append("      - eval_time: %s" % (test[2] if len(test) > 2 else eval_named))
             lines.append("        alertname: " + alertname)
             lines.append("        exp_alerts:" + ("" if described else " []"))
             for _, item, description in described:
