@@ -10,9 +10,12 @@
 // Metrics and keys: docs/collectors.md, "Collector `paths`".
 
 #include "collectors/collector.h"
+#include "collectors/paths/paths_run.h"
+#include "mad/engine.h"
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 
 namespace ibfabric::paths {
 
@@ -30,27 +33,23 @@ struct PathsConfig {
 // max_hops.
 CollectorSpec spec();
 
-// One cable as a leg crosses it: from the sending node's port to the receiving node's port.
-struct Hop {
-  std::uint64_t from_guid = 0;
-  int from_port = 0;
-  int from_type = 0;  // IB_NODE_CA, IB_NODE_SWITCH, IB_NODE_ROUTER
-  std::uint64_t to_guid = 0;
-  int to_port = 0;
-  int to_type = 0;
-  bool operator==(const Hop&) const = default;
-};
+// Keeps what lives across runs (PathsState) and builds a PathsRun per collection.
+class PathsCollector final : public Collector {
+ public:
+  PathsCollector(CollectorContext& context, PathsConfig config)
+      : mad_(context.mad_engine),
+        peers_(context.probe_peers),
+        names_(context.node_names),
+        config_(config) {}
+  void collect(Done done) override;
+  bool prepare_mad() override { return true; }
 
-// The cable of a hop named as ibfabric_fabric_link_info{cable_end="a"} names it: the "a" end is
-// the switch end of a cable between a switch and anything else, else the end with the lower
-// GUID, then port. a_to_b: the hop's packets leave the a end.
-struct CableEnds {
-  std::uint64_t a_guid = 0;
-  int a_port = 0;
-  std::uint64_t b_guid = 0;
-  int b_port = 0;
-  bool a_to_b = true;
+ private:
+  mad::ClientHandle mad_;
+  std::shared_ptr<const probe::PeerDirectory> peers_;
+  std::shared_ptr<const NodeNameMap> names_;
+  PathsConfig config_;
+  PathsState state_;
 };
-CableEnds cable_ends(const Hop& hop);
 
 }  // namespace ibfabric::paths

@@ -8,18 +8,12 @@
 
 #include "collectors/collect_with_ports.h"
 #include "collectors/collector.h"
-#include "collectors/sm/sm_decode.h"
+#include "collectors/sm/sm_run.h"
 #include "mad/engine.h"
-#include "mad/fan_out.h"
 #include "mad/port_listing.h"
 
-#include <cstdint>
-#include <map>
 #include <memory>
-#include <set>
 #include <string>
-#include <tuple>
-#include <utility>
 #include <vector>
 
 namespace ibfabric::sm {
@@ -29,6 +23,7 @@ namespace ibfabric::sm {
 //   subnet: true             also list every SM of the subnet (SA table + SMInfo from each)
 CollectorSpec spec();
 
+// Keeps what lives across runs (SmCollectorState) and builds an SmRun per collection.
 class SmCollector final : public Collector {
  public:
   // `lister` lists the local ports, off the loop (default: libibumad's, of `devices`), within
@@ -41,29 +36,12 @@ class SmCollector final : public Collector {
   void collect(Done done) override;
   bool prepare_mad() override { return true; }
 
-  using PortKey = std::pair<std::string, int>;  // CA name, port number
-  // Failed queries per (device, port, query).
-  using ErrorKey = std::tuple<std::string, int, std::string>;
-
-  // What the collector remembers of one local port between polls.
-  struct PortMemory {
-    MasterTracker master;
-    // Every SM of the subnet seen last, by LID: asked again when the SA does not answer (as
-    // when the master that hosts it is dead), until the SA gives a new table.
-    std::map<std::uint16_t, SmInfo> known_sms;
-    // The node name of each SM seen (by its port GUID), so that one that stops answering keeps
-    // its name.
-    std::map<std::uint64_t, std::string> names;
-  };
-
  private:
-  friend class Pass;
   mad::ClientHandle mad_;
   bool subnet_;
   std::shared_ptr<const NodeNameMap> names_;
   mad::PortListing listing_;
-  std::map<PortKey, PortMemory> memory_;
-  mad::QueryErrors<ErrorKey> errors_;
+  SmCollectorState state_;
 };
 
 }  // namespace ibfabric::sm

@@ -15,8 +15,11 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 namespace ibfabric::test_support {
 
@@ -24,7 +27,9 @@ inline constexpr std::uint64_t kSubnetPrefix = 0xfe80000000000000ull;
 
 // A subnet as the MAD engine sees it: nodes, cables between their ports, LIDs. Answers
 // NodeInfo, NodeDescription and PortInfo by directed route from the daemon's node (or by
-// LID), and every PMA Get with zeroed counters; a route that leads nowhere times out. Each
+// LID), and every PMA Get with zeroed counters; a route that leads nowhere times out. Also
+// (the additions for the paths, ports and sm run tests, below) switches' forwarding tables,
+// SMs and their SA table, PMA counters set per port, and nodes that answer nothing. Each
 // answer is posted to the loop, never run inside submit() (the engine's contract).
 class FakeFabric final : public mad::Engine {
  public:
@@ -51,6 +56,75 @@ class FakeFabric final : public mad::Engine {
     cables_.erase(it->second);
     cables_.erase(it);
   }
+
+  // --- For the paths, ports and sm run tests: what those collectors read besides the above.
+  // Each models a part of a subnet the way its agents answer; the tests set it as an SM (or a
+  // fault) would leave it.
+
+  // The switch's LinearForwardingTable (SMP 0x19, 64 LIDs a block, the block number in the
+  // attribute modifier): `lid` leaves by `port` (0: the switch itself; 0xff, the default of
+  // every entry: no route).
+  void forward(std::uint64_t switch_guid, std::uint16_t lid, int port) {
+    auto& block = lft_[{switch_guid, lid / 64u}];
+    if (block.empty()) block.assign(64, 0xff);
+    block[lid % 64] = static_cast<std::uint8_t>(port);
+  }
+  // The LMC of a node's port (PortInfo.LMC): it owns LIDs lid .. lid + 2^lmc - 1.
+  void lmc(std::uint64_t guid, int lmc) { lmc_[guid] = lmc; }
+
+  // A Subnet Manager running on a node: it answers SMInfo there (GUID: its port GUID), and,
+  // in state master, the SA's SMInfoRecord table of every SM running. `answers` false: it is
+  // stopped (SIGSTOP) and answers nothing, though the SA may still list it.
+  struct Sm {
+    std::uint64_t guid = 0;
+    std::uint32_t activity = 0;  // ActCount
+    int priority = 0;
+    int state = 3;  // SMInfo.SMState: 3 master, 2 standby
+    bool answers = true;
+  };
+  void run_sm(std::uint64_t node, Sm sm) { sms_[node] = sm; }
+  Sm& sm(std::uint64_t node) { return sms_.at(node); }
+  void stop_sm(std::uint64_t node) { sms_.erase(node); }
+  // PortInfo.MasterSMLID of every port, as the master SM programs it (0: no SM yet).
+  void master_sm_lid(std::uint16_t lid) { master_sm_lid_ = lid; }
+
+  // The node's PMA: ClassPortInfo's CapabilityMask and CapabilityMask2 (0 by default: no
+  // PortCountersExtended), and any field of a PMA attribute (PortCounters,
+  // PortCountersExtended, PortRcvErrorDetails, ...) of one port (its PortSelect); every other
+  // field reads 0.
+  void pma_capabilities(std::uint64_t guid, std::uint16_t mask, std::uint32_t mask2 = 0) {
+    pma_caps_[guid] = {mask, mask2};
+  }
+  void pma_counter(std::uint64_t guid, int port, std::uint16_t attribute, enum MAD_FIELDS field,
+                   std::uint64_t value) {
+    pma_[{guid, port, attribute}][field] = value;
+  }
+
+  // A node that answers nothing any more (hung, or every MAD to it lost): each request that
+  // reaches it times out.
+  void silence(std::uint64_t guid, bool silent = true) {
+    if (silent) {
+      silent_.insert(guid);
+    } else {
+      silent_.erase(guid);
+    }
+  }
+
+  // The requests that reached a node (answered or not), as its agents saw them.
+  struct Asked {
+    std::uint64_t node = 0;
+    std::uint8_t mgmt_class = 0;
+    std::uint16_t attr_id = 0;
+    std::uint32_t attr_mod = 0;
+  };
+  std::vector<Asked> asked;
+  // How many of them asked `attr_id` (of any class), of `node` when it is not 0.
+  std::size_t count_asked(std::uint16_t attr_id, std::uint64_t node = 0) const {
+    std::size_t n = 0;
+    for (const auto& a : asked) n += a.attr_id == attr_id && (node == 0 || a.node == node);
+    return n;
+  }
+  // --- end of the additions for the paths, ports and sm run tests.
 
   void submit(mad::Request request, mad::Callback callback) override {
     boost::asio::post(io_, [r = answer(request), callback = std::move(callback)] { callback(r); });
@@ -80,7 +154,7 @@ class FakeFabric final : public mad::Engine {
     FakeFabric& fabric_;
   };
 
-  mad::Response answer(const mad::Request& q) const {
+  mad::Response answer(const mad::Request& q) {
     mad::Response r;
     r.attempts = 1;
     // The node the request reaches, and the port it entered that node by.
@@ -89,6 +163,7 @@ class FakeFabric final : public mad::Engine {
     if (q.to.directed) {
       End at{local_, 1};
       for (auto out : q.to.path) {
+        if (at.first != local_ && silent_.count(at.first)) return r;  // it forwards nothing either
         auto it = cables_.find({at.first, out});
         if (it == cables_.end()) {
           r.error = "no cable at " + std::to_string(out);
@@ -104,11 +179,15 @@ class FakeFabric final : public mad::Engine {
       }
       if (!node) return r;
     }
+    asked.push_back({node->guid, q.mgmt_class, q.attr_id, q.attr_mod});
+    if (silent_.count(node->guid)) return r;
     r.status = mad::Status::ok;
     r.mad.assign(IB_MAD_SIZE, 0);
     r.mad[1] = q.mgmt_class;
     auto* data = r.mad.data() + 64;  // SMP and PMA attribute data
-    if (q.mgmt_class == mad::kPerfMgt) return r;
+    if (q.mgmt_class == mad::kPerfMgt) return answer_pma(q, *node, r);
+    if (q.mgmt_class == mad::kSubnAdm) return answer_sa(q, *node, r);
+    if (answer_smp(q, *node, r)) return r;
     switch (q.attr_id) {
       case IB_ATTR_NODE_INFO:
         mad_set_field64(data, 0, IB_NODE_GUID_F, node->guid);
@@ -131,6 +210,7 @@ class FakeFabric final : public mad::Engine {
         mad_set_field(data, 0, IB_PORT_LOCAL_PORT_F, static_cast<std::uint32_t>(port));
         mad_set_field(data, 0, IB_PORT_STATE_F, up ? 4 : 1);       // Active / Down
         mad_set_field(data, 0, IB_PORT_PHYS_STATE_F, up ? 5 : 2);  // LinkUp / Polling
+        port_info_extras(*node, data);
         break;
       }
       default:
@@ -140,6 +220,109 @@ class FakeFabric final : public mad::Engine {
     }
     return r;
   }
+
+  // --- Answers for the paths, ports and sm run tests (their state: forward(), run_sm(),
+  // pma_counter(), ... above).
+
+  // LinearForwardingTable and SMInfo; false for any other attribute.
+  bool answer_smp(const mad::Request& q, const Node& node, mad::Response& r) {
+    auto* data = r.mad.data() + 64;
+    if (q.attr_id == IB_ATTR_LINEARFORWTBL) {
+      if (node.type != IB_NODE_SWITCH) return false;
+      std::vector<std::uint8_t> block(64, 0xff);
+      if (auto it = lft_.find({node.guid, q.attr_mod}); it != lft_.end()) block = it->second;
+      mad_set_array(data, 0, IB_LINEAR_FORW_TBL_F, block.data());
+      return true;
+    }
+    if (q.attr_id == IB_ATTR_SMINFO) {
+      auto it = sms_.find(node.guid);
+      if (it == sms_.end() || !it->second.answers) {
+        r = mad::Response{};  // no SM there to answer: a timeout
+        r.error = "no SM answers at this node";
+        return true;
+      }
+      set_sm_info(data, it->second);
+      return true;
+    }
+    return false;
+  }
+
+  static void set_sm_info(std::uint8_t* at, const Sm& sm) {
+    mad_set_field64(at, 0, IB_SMINFO_GUID_F, sm.guid);
+    mad_set_field(at, 0, IB_SMINFO_ACT_F, sm.activity);
+    mad_set_field(at, 0, IB_SMINFO_PRIO_F, static_cast<std::uint32_t>(sm.priority));
+    mad_set_field(at, 0, IB_SMINFO_STATE_F, static_cast<std::uint32_t>(sm.state));
+  }
+
+  void port_info_extras(const Node& node, std::uint8_t* data) const {
+    mad_set_field(data, 0, IB_PORT_SMLID_F, master_sm_lid_);
+    if (auto it = lmc_.find(node.guid); it != lmc_.end()) {
+      mad_set_field(data, 0, IB_PORT_LMC_F, static_cast<std::uint32_t>(it->second));
+    }
+  }
+
+  // The PMA: ClassPortInfo, and every other attribute with the fields set for its PortSelect.
+  mad::Response answer_pma(const mad::Request& q, const Node& node, mad::Response& r) const {
+    auto* data = r.mad.data() + 64;
+    if (q.attr_id == CLASS_PORT_INFO) {
+      auto caps = pma_caps_.find(node.guid);
+      if (caps != pma_caps_.end()) {
+        mad_set_field(data, 0, IB_CPI_CAPMASK_F, caps->second.first);
+        mad_set_field(data, 0, IB_CPI_CAPMASK2_F, caps->second.second);
+      }
+      return r;
+    }
+    bool extended = q.attr_id == IB_GSI_PORT_COUNTERS_EXT;
+    auto select_field = extended ? IB_PC_EXT_PORT_SELECT_F : IB_PC_PORT_SELECT_F;
+    std::vector<std::uint8_t> request = q.payload;
+    request.resize(IB_PC_DATA_SZ);
+    auto port = static_cast<int>(mad_get_field(request.data(), 0, select_field));
+    mad_set_field(data, 0, select_field, static_cast<std::uint32_t>(port));
+    if (auto it = pma_.find({node.guid, port, q.attr_id}); it != pma_.end()) {
+      for (const auto& [field, value] : it->second) {
+        if (extended) {
+          mad_set_field64(data, 0, field, value);
+        } else {
+          mad_set_field(data, 0, field, static_cast<std::uint32_t>(value));
+        }
+      }
+    }
+    return r;
+  }
+
+  // The SA, at the node of the master SM: the SMInfoRecord table (GetTable) of every SM
+  // running. Elsewhere, or for anything else, no answer.
+  mad::Response answer_sa(const mad::Request& q, const Node& node, mad::Response& r) const {
+    auto master = sms_.find(node.guid);
+    if (master == sms_.end() || !master->second.answers || master->second.state != 3 ||
+        q.attr_id != IB_SA_ATTR_SMINFORECORD || q.method != IB_MAD_METHOD_GET_TABLE) {
+      return mad::Response{};
+    }
+    // SMInfoRecord: the SM's LID (16 bits; libibmad names no SMInfoRecord field, so it is
+    // written as the big-endian word it is), 16 reserved bits, SMInfo; 28 octets padded to 32.
+    constexpr std::size_t kRecord = 32;
+    mad_set_field(r.mad.data(), 0, IB_SA_ATTROFFS_F, kRecord / 8);
+    std::size_t at = IB_SA_DATA_OFFS;
+    for (const auto& [guid, sm] : sms_) {
+      if (at + kRecord > r.mad.size()) break;
+      auto lid = nodes_.at(guid).lid;
+      r.mad[at] = static_cast<std::uint8_t>(lid >> 8);
+      r.mad[at + 1] = static_cast<std::uint8_t>(lid & 0xff);
+      set_sm_info(r.mad.data() + at + 4, sm);
+      at += kRecord;
+    }
+    return r;
+  }
+
+  std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::uint8_t>> lft_;
+  std::map<std::uint64_t, int> lmc_;
+  std::map<std::uint64_t, Sm> sms_;  // by the node they run on
+  std::uint16_t master_sm_lid_ = 0;
+  std::map<std::uint64_t, std::pair<std::uint16_t, std::uint32_t>> pma_caps_;
+  std::map<std::tuple<std::uint64_t, int, std::uint16_t>, std::map<enum MAD_FIELDS, std::uint64_t>>
+      pma_;
+  std::set<std::uint64_t> silent_;
+  // --- end of the answers for the paths, ports and sm run tests.
 
   boost::asio::io_context& io_;
   std::uint64_t local_;

@@ -1,0 +1,543 @@
+#include "collectors/ports/ports_run.h"
+
+#include "collectors/ports/ports_collector.h"
+
+#include <spdlog/fmt/fmt.h>
+
+#include <algorithm>
+
+namespace ibfabric::ports {
+namespace {
+
+using prometheus::MetricType;
+using Clock = std::chrono::steady_clock;
+
+// PortInfo.PortPhysicalState LinkUp (libibmad has no name for it).
+constexpr int kPhysLinkUp = 5;
+
+std::vector<std::uint8_t> attribute_data(const mad::Response& r) {
+  return std::vector<std::uint8_t>(r.data(), r.data() + r.data_size());
+}
+
+}  // namespace
+
+PortsRun::PortsRun(mad::ClientHandle& mad, const PortsConfig& config, const NodeNameMap& names,
+                   PortsState& state, Collector::Done done, std::vector<mad::LocalPort> ports)
+    : FanOut(mad), config_(config), names_(names), s_(state), done_(std::move(done)) {
+  for (auto& lp : ports) links_.push_back(Link{std::move(lp), {}, {}, false, false, 0, {}, {}});
+}
+
+void PortsRun::start() {
+  launch([this] {
+    for (std::size_t i = 0; i < links_.size(); ++i) query_local(i);
+  });
+}
+
+Side& PortsRun::side(std::size_t i, Which w) {
+  return w == Which::local ? links_[i].local : links_[i].peer;
+}
+
+void PortsRun::ask(std::size_t i, Which w, const char* attribute, mad::Request req,
+                   std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail) {
+  const auto& lp = links_[i].local_port;
+  req.via = mad::PortAddress{lp.ca, lp.port};
+  auto min_size = mad::attribute_size(req.mgmt_class);
+  FanOut::ask(std::move(req), min_size,
+              [this, i, w, attribute, on_ok = std::move(on_ok),
+               on_fail = std::move(on_fail)](const mad::Response& r) {
+                const auto& lp = links_[i].local_port;
+                s_.errors.note(r, {lp.ca, lp.port, side_label(w), attribute}, [&] {
+                  return fmt::format("device={} port={} side={} attribute={}", lp.ca, lp.port,
+                                     side_label(w), attribute);
+                });
+                if (r.ok()) {
+                  any_answer_ = true;
+                  on_ok(r);
+                } else {
+                  side(i, w).lost = true;
+                  if (on_fail) on_fail();
+                }
+              });
+}
+
+void PortsRun::query_local(std::size_t i) {
+  int port = links_[i].local_port.port;
+  ask(
+      i, Which::local, "port_info",
+      mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_PORT_INFO,
+                            static_cast<std::uint32_t>(port)),
+      [this, i, port](const mad::Response& r) {
+        auto& link = links_[i];
+        link.local_answered = true;
+        link.subnet = r.get64(IB_PORT_GID_PREFIX_F);
+        link.local.port_info = mad::decode_port_info(r.data());
+        link.local.port_info_at = Clock::now();
+        if (mad::routable_lid(link.local.port_info->lid)) {
+          query_pma(i, Which::local, link.local.port_info->lid, port);
+        }
+        if (config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
+          query_peer(i);
+        }
+      },
+      [this, i, port] {
+        // Lost (the simulator drops even directed-route SMPs to the local node at a lossy
+        // local port): go on as the port was last read, within keep_unread, so that the
+        // loss costs this one value and not every other query of the port.
+        auto it = s_.memory.find({links_[i].local_port.ca, port, "local"});
+        if (it == s_.memory.end() || !it->second.port_info ||
+            Clock::now() - it->second.port_info_at > config_.keep_unread) {
+          return;
+        }
+        const auto& pi = *it->second.port_info;
+        if (mad::routable_lid(pi.lid)) query_pma(i, Which::local, pi.lid, port);
+        if (config_.peers && pi.phys_state == kPhysLinkUp) query_peer(i);
+      });
+  ask(i, Which::local, "node_description",
+      mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_DESC),
+      [this, i](const mad::Response& r) {
+        links_[i].local_description = r.get_string(IB_NODE_DESC_F);
+      });
+}
+
+void PortsRun::query_peer(std::size_t i) {
+  links_[i].peer_asked = true;
+  auto route = mad::Destination::by_route({static_cast<std::uint8_t>(links_[i].local_port.port)});
+  ask(i, Which::peer, "node_info", mad::Request::smp_get(route, IB_ATTR_NODE_INFO),
+      [this, i, route](const mad::Response& r) {
+        auto& peer = links_[i].peer;
+        peer.node_guid = r.get64(IB_NODE_GUID_F);
+        peer.node_type = static_cast<int>(r.get(IB_NODE_TYPE_F));
+        // The port the SMP entered the peer through: the far end of our cable.
+        int peer_port = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
+        peer.entered_port = peer_port;
+        ask(i, Which::peer, "node_description", mad::Request::smp_get(route, IB_ATTR_NODE_DESC),
+            [this, i](const mad::Response& d) {
+              links_[i].peer.node_description = d.get_string(IB_NODE_DESC_F);
+            });
+        ask(i, Which::peer, "port_info",
+            mad::Request::smp_get(route, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(peer_port)),
+            [this, i, peer_port](const mad::Response& p) {
+              auto& peer = links_[i].peer;
+              peer.port_info = mad::decode_port_info(p.data());
+              peer.port_info_at = Clock::now();
+              peer.pma_port = peer_port;
+              if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
+                query_pma(i, Which::peer, peer.port_info->lid, peer_port);
+              }
+            });
+        if (peer.node_type == IB_NODE_SWITCH) {
+          // Only a switch's port 0 holds its LID, which its PMA answers at.
+          ask(i, Which::peer, "switch_port0_info",
+              mad::Request::smp_get(route, IB_ATTR_PORT_INFO, 0),
+              [this, i, peer_port](const mad::Response& p) {
+                links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
+                links_[i].peer.switch_port0_at = Clock::now();
+                auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
+                if (mad::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
+              });
+        }
+      });
+}
+
+void PortsRun::query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
+  side(i, w).pma_lid = lid;
+  side(i, w).pma_port = port;
+  ask(i, w, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
+      [this, i, w, lid, port](const mad::Response& r) {
+        auto caps = mad::decode_class_port_info(r.data());
+        side(i, w).caps = caps;
+        side(i, w).caps_at = Clock::now();
+        if (mad::needs_port_counters(caps)) {
+          auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
+          req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+          ask(i, w, "port_counters", std::move(req), [this, i, w](const mad::Response& c) {
+            side(i, w).basic = attribute_data(c);
+            side(i, w).basic_at = Clock::now();
+          });
+        }
+        if (caps.extended()) {
+          auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
+          req.set(IB_PC_EXT_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+          ask(i, w, "port_counters_extended", std::move(req), [this, i, w](const mad::Response& c) {
+            side(i, w).extended = attribute_data(c);
+            side(i, w).extended_at = Clock::now();
+          });
+        }
+        if (!config_.error_details) return;
+        // A PMA that rejects these costs only their series (counted as query errors).
+        const auto& attributes = mad::detail_attributes();
+        side(i, w).details.resize(attributes.size());
+        side(i, w).details_at.resize(attributes.size());
+        for (std::size_t a = 0; a < attributes.size(); ++a) {
+          auto req = mad::Request::pma_get(lid, attributes[a].attribute);
+          req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
+          ask(i, w, attributes[a].name, std::move(req), [this, i, w, a](const mad::Response& c) {
+            side(i, w).details[a] = attribute_data(c);
+            side(i, w).details_at[a] = Clock::now();
+          });
+        }
+      });
+}
+
+// A side whose queries were lost in this pass takes the parts it lacks from its memory,
+// when they were read within keep_unread.
+void PortsRun::recall(const Link& link, Side& s, Which w, TimePoint now) {
+  auto it = s_.memory.find({link.local_port.ca, link.local_port.port, side_label(w)});
+  if (!s.lost || it == s_.memory.end()) return;
+  const Side& m = it->second;
+  const auto keep = config_.keep_unread;
+  auto use = [&](TimePoint at) {
+    if (now - at > keep) return false;
+    if (!s.stale_since || at < *s.stale_since) s.stale_since = at;
+    return true;
+  };
+  if (!s.port_info && m.port_info && use(m.port_info_at)) {
+    s.port_info = m.port_info;
+    s.port_info_at = m.port_info_at;
+  }
+  // A switch peer's port 0 (its LID and CapabilityMask).
+  if (!s.switch_capability_mask && m.switch_capability_mask && use(m.switch_port0_at)) {
+    s.switch_capability_mask = m.switch_capability_mask;
+    s.switch_port0_at = m.switch_port0_at;
+    if (!s.pma_lid) s.pma_lid = m.pma_lid;
+  }
+  if (!s.caps && m.caps && use(m.caps_at)) {
+    s.caps = m.caps;
+    s.caps_at = m.caps_at;
+  }
+  if (s.basic.empty() && !m.basic.empty() && use(m.basic_at)) {
+    s.basic = m.basic;
+    s.basic_at = m.basic_at;
+  }
+  if (s.extended.empty() && !m.extended.empty() && use(m.extended_at)) {
+    s.extended = m.extended;
+    s.extended_at = m.extended_at;
+  }
+  for (std::size_t a = 0; a < m.details.size(); ++a) {
+    if (m.details[a].empty() || (a < s.details.size() && !s.details[a].empty())) continue;
+    if (!use(m.details_at[a])) continue;
+    s.details.resize(m.details.size());
+    s.details_at.resize(m.details.size());
+    s.details[a] = m.details[a];
+    s.details_at[a] = m.details_at[a];
+  }
+}
+
+// Keeps what the side gave (read now or recalled) for the next pass; a part not read now
+// stays until it is older than keep_unread.
+void PortsRun::remember(const Link& link, const Side& s, Which w, TimePoint now) {
+  auto& m = s_.memory[{link.local_port.ca, link.local_port.port, side_label(w)}];
+  const auto keep = config_.keep_unread;
+  auto expired = [&](TimePoint at) { return now - at > keep; };
+  if (s.port_info) {
+    m.port_info = s.port_info;
+    m.port_info_at = s.port_info_at;
+  } else if (expired(m.port_info_at)) {
+    m.port_info.reset();
+  }
+  if (s.switch_capability_mask) {
+    m.switch_capability_mask = s.switch_capability_mask;
+    m.switch_port0_at = s.switch_port0_at;
+    m.pma_lid = s.pma_lid;
+  } else if (expired(m.switch_port0_at)) {
+    m.switch_capability_mask.reset();
+  }
+  if (s.caps) {
+    m.caps = s.caps;
+    m.caps_at = s.caps_at;
+  } else if (expired(m.caps_at)) {
+    m.caps.reset();
+  }
+  if (!s.basic.empty()) {
+    m.basic = s.basic;
+    m.basic_at = s.basic_at;
+  } else if (expired(m.basic_at)) {
+    m.basic.clear();
+  }
+  if (!s.extended.empty()) {
+    m.extended = s.extended;
+    m.extended_at = s.extended_at;
+  } else if (expired(m.extended_at)) {
+    m.extended.clear();
+  }
+  if (m.details.size() < s.details.size()) {
+    m.details.resize(s.details.size());
+    m.details_at.resize(s.details.size());
+  }
+  for (std::size_t a = 0; a < m.details.size(); ++a) {
+    if (a < s.details.size() && !s.details[a].empty()) {
+      m.details[a] = s.details[a];
+      m.details_at[a] = s.details_at[a];
+    } else if (expired(m.details_at[a])) {
+      m.details[a].clear();
+    }
+  }
+}
+
+void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, Which w,
+                         TimePoint now) {
+  Labels l{{"device", link.local_port.ca},
+           {"port", std::to_string(link.local_port.port)},
+           {"side", side_label(w)}};
+  if (s.stale_since) {
+    out.gauge("ibfabric_ports_stale_seconds",
+              "Present only while some series of this side of the port hold values from an "
+              "earlier collection (its queries were lost since): seconds since the oldest of "
+              "them was read.",
+              l, std::chrono::duration<double>(now - *s.stale_since).count());
+  }
+  if (s.port_info) {
+    auto pi = *s.port_info;
+    if (s.switch_capability_mask) {
+      pi.extended_speeds = (*s.switch_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
+    }
+    Labels info = l;
+    info.emplace_back("state", mad::state_name(pi.state));
+    info.emplace_back("physical_state", mad::phys_state_name(pi.phys_state));
+    info.emplace_back("link_width", mad::width_name(pi.width_active));
+    info.emplace_back("link_speed", mad::active_speed_name(pi));
+    info.emplace_back("link_width_enabled", mad::width_names(pi.width_enabled));
+    info.emplace_back("link_width_supported", mad::width_names(pi.width_supported));
+    info.emplace_back("link_speed_enabled", mad::enabled_speed_names(pi));
+    info.emplace_back("link_speed_supported", mad::supported_speed_names(pi));
+    out.info("ibfabric_ports_info",
+             "Names behind the numeric port gauges: states, active/enabled/supported link "
+             "widths and speeds (mad::PortInfo).",
+             info);
+    out.gauge("ibfabric_ports_state",
+              "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (mad::PortInfo.PortState).", l,
+              pi.state);
+    out.gauge("ibfabric_ports_physical_state",
+              "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
+              "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (mad::PortInfo.PortPhysicalState).",
+              l, pi.phys_state);
+    out.gauge("ibfabric_ports_link_width_lanes",
+              "Active link width in mad::lanes, 0 when the link is down "
+              "(mad::PortInfo.LinkWidthActive).",
+              l, mad::lanes(pi.width_active));
+    out.gauge("ibfabric_ports_link_speed_lane_bytes_per_second",
+              "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8: 2.5 "
+              "SDR, 5 DDR, 10 QDR, 14 FDR, 25 EDR, 50 HDR, 100 NDR Gb/s "
+              "(mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+              l, mad::lane_gbps(pi) * 1e9 / 8);
+    out.gauge(
+        "ibfabric_ports_rate_bytes_per_second",
+        "Nominal signalling rate of the link in bytes per second (mad::lanes times lane rate).", l,
+        mad::lanes(pi.width_active) * mad::lane_gbps(pi) * 1e9 / 8);
+    if (auto effective = mad::effective_bytes_per_second(pi)) {
+      out.gauge("ibfabric_ports_effective_rate_bytes_per_second",
+                "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
+                "FDR and EDR, FEC from HDR on), in bytes per second.",
+                l, *effective);
+    }
+    out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (mad::PortInfo.NeighborMTU).", l,
+              mad::mtu_bytes(pi.neighbor_mtu));
+    out.gauge("ibfabric_ports_mtu_capability_bytes",
+              "Largest MTU the port supports (mad::PortInfo.MTUCap).", l,
+              mad::mtu_bytes(pi.mtu_capability));
+    std::uint16_t lid = w == Which::local ? pi.lid : (s.pma_lid ? s.pma_lid : pi.lid);
+    out.gauge("ibfabric_ports_lid",
+              "LID of the port (for a switch peer: the switch's LID, from its port 0).", l, lid);
+    if (w == Which::local) {
+      out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (mad::PortInfo.LMC).", l,
+                pi.lmc);
+      out.gauge("ibfabric_ports_sm_lid",
+                "LID of the master Subnet Manager the local port points at "
+                "(mad::PortInfo.MasterSMLID).",
+                l, pi.sm_lid);
+    }
+  }
+  if (s.caps) {
+    out.gauge("ibfabric_ports_pma_capability_mask",
+              "CapabilityMask of the port's Performance Management agent (ClassPortInfo): "
+              "0x200 PortCountersExtended, 0x400 the same without uni/multicast counters, 0x1000 "
+              "PortXmitWait.",
+              l, s.caps->mask);
+    const std::uint8_t* basic = s.basic.empty() ? nullptr : s.basic.data();
+    const std::uint8_t* extended = s.extended.empty() ? nullptr : s.extended.data();
+    for (const auto& v : mad::merge_counters(*s.caps, basic, extended)) {
+      std::string name = "ibfabric_ports_" + std::string(v.def->metric);
+      std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
+      out.counter(name, help, l, v.value);
+      if (v.saturated) {
+        Labels sl = l;
+        sl.emplace_back("counter", std::string(v.def->pma_name));
+        out.gauge("ibfabric_ports_counters_saturated",
+                  "1 when a counter read from 32-bit PortCounters is pegged at its maximum and "
+                  "stopped counting.",
+                  sl, *v.saturated ? 1 : 0);
+      }
+    }
+    mad::add_detail_counters(out, "ibfabric_ports_", l, s.details);
+  }
+}
+
+// ibfabric_ports_peer_info: who is at the far end of the local port's cable, from this pass
+// or, once the far end stopped answering, as it was last seen (within link_memory).
+void PortsRun::emit_peer(MetricsBuilder& out, const Link& link, Clock::time_point now) {
+  const auto& lp = link.local_port;
+  auto key = std::make_pair(lp.ca, lp.port);
+  if (link.local_description) s_.local_descriptions[lp.ca] = *link.local_description;
+  if (const auto& p = link.peer; p.node_guid) {
+    // A lost NodeDescription keeps the one last read of the same node: a lost MAD must not
+    // rename the far end (and change this series' labels).
+    std::string description = p.node_description.value_or("");
+    if (auto old = s_.peers_seen.find(key);
+        !p.node_description && old != s_.peers_seen.end() && old->second.guid == *p.node_guid) {
+      description = old->second.description;
+    }
+    // The local PortInfo (and with it the subnet) may have been lost in this pass.
+    auto subnet = link.subnet;
+    if (auto old = s_.peers_seen.find(key); !subnet && old != s_.peers_seen.end()) {
+      subnet = old->second.subnet;
+    }
+    // The port number comes with the peer's PortInfo; when that was lost, NodeInfo's
+    // LocalPortNum is the same port.
+    s_.peers_seen[key] = {lp.node_guid, subnet,
+                          *p.node_guid, p.pma_port ? p.pma_port : p.entered_port,
+                          p.node_type,  std::move(description),
+                          now};
+  }
+  auto it = s_.peers_seen.find(key);
+  if (it == s_.peers_seen.end()) return;
+  const auto& peer = it->second;
+  if (now - peer.seen > config_.link_memory) {
+    s_.peers_seen.erase(it);
+    return;
+  }
+  auto local_description = s_.local_descriptions.find(lp.ca);
+  out.info(
+      "ibfabric_ports_peer_info",
+      "The node and port at the other end of the local port's cable (NodeInfo, "
+      "NodeDescription over a one-hop directed route), with both ends' names "
+      "(node-name-map, else NodeDescription, else GUID). Kept for link_memory after the "
+      "far end stops answering, so a cable that went down is still named.",
+      {{"device", lp.ca},
+       {"port", std::to_string(lp.port)},
+       {"node_guid", hex_guid(lp.node_guid)},
+       {"node_name", names_.name(lp.node_guid, local_description == s_.local_descriptions.end()
+                                                   ? std::string_view{}
+                                                   : std::string_view{local_description->second})},
+       {"peer_node_guid", hex_guid(peer.guid)},
+       {"peer_port", std::to_string(peer.port)},
+       {"peer_node_type", mad::node_type_name(peer.type)},
+       {"peer_node_description", trim_node_description(peer.description)},
+       {"peer_node_name", names_.name(peer.guid, peer.description)}});
+}
+
+// The link memory of the state file, for the local ports that are still there with the same
+// CA (node GUID); once, at the first collection.
+void PortsRun::restore_state() {
+  // Not before the local ports are listed and have answered their PortInfo: they say which
+  // records are this host's (CA node GUID, port, subnet).
+  if (!s_.pending_state || links_.empty()) return;
+  for (const auto& link : links_) {
+    if (!link.local_answered) return;
+  }
+  auto saved = std::move(*s_.pending_state);
+  s_.pending_state.reset();
+  auto now = Clock::now();
+  std::size_t restored = 0;
+  std::size_t matched = 0;
+  std::size_t other_subnet = 0;
+  for (const auto& l : saved.links) {
+    auto link = std::find_if(links_.begin(), links_.end(), [&](const Link& k) {
+      return k.local_port.ca == l.device && k.local_port.port == l.port &&
+             k.local_port.node_guid == l.guid;
+    });
+    if (link == links_.end()) continue;
+    if (link->subnet != l.subnet) {
+      ++other_subnet;
+      continue;
+    }
+    ++matched;
+    auto seen = state::to_steady(l.seen);
+    if (now - seen > config_.link_memory) continue;
+    s_.local_descriptions.try_emplace(l.device, l.name);
+    restored += s_.peers_seen
+                    .try_emplace({l.device, l.port},
+                                 RememberedPeer{l.guid, l.subnet, l.remote_guid, l.remote_port,
+                                                l.remote_type, l.remote_name, seen})
+                    .second;
+  }
+  if (other_subnet > 0) {
+    s_.store.reject(std::to_string(other_subnet) +
+                    " records written for a local port on another subnet (GID prefix); those "
+                    "are not used");
+  } else if (!saved.links.empty() && matched == 0) {
+    s_.store.reject("written for other local ports (CA node GUIDs) than this host's");
+  }
+  s_.store.set_restored(restored);
+}
+
+void PortsRun::save_state() {
+  if (!s_.store.enabled()) return;
+  state::State s;
+  s.collector = "ports";
+  s.saved = state::unix_now();
+  for (const auto& [key, peer] : s_.peers_seen) {
+    if (!peer.subnet) continue;  // not known yet: the file would not be used
+    auto description = s_.local_descriptions.find(key.first);
+    s.links.push_back(state::LinkRecord{
+        peer.subnet, key.first, peer.local_guid, key.second, peer.guid, peer.port, peer.type,
+        state::to_unix(peer.seen),
+        description == s_.local_descriptions.end() ? std::string() : description->second,
+        peer.description});
+  }
+  s_.store.save(std::move(s));
+}
+
+void PortsRun::settled() {
+  MetricsBuilder out;
+  restore_state();
+  auto now = Clock::now();
+  out.declare("ibfabric_ports_state", "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE.",
+              MetricType::Gauge);
+  bool any_local = false;
+  const bool keep = config_.keep_unread.count() > 0;
+  for (auto& link : links_) {
+    any_local = any_local || link.local_answered;
+    // Lost values are recalled only in a pass that got any answer at all (one that got none
+    // is a failed collection, not a lossy cable), and for the peer only when it was asked
+    // (the local port was, or was last read, LinkUp).
+    if (keep && any_answer_) {
+      recall(link, link.local, Which::local, now);
+      if (link.peer_asked) recall(link, link.peer, Which::peer, now);
+    }
+    emit_side(out, link, link.local, Which::local, now);
+    emit_side(out, link, link.peer, Which::peer, now);
+    emit_peer(out, link, now);
+    if (keep) {
+      remember(link, link.local, Which::local, now);
+      remember(link, link.peer, Which::peer, now);
+    }
+  }
+  out.declare("ibfabric_ports_query_errors_total",
+              "MAD queries of the collector that failed (timeout, error status, no port)",
+              MetricType::Counter);
+  for (const auto& [key, n] : s_.errors.counts()) {
+    const auto& [device, port, side, attribute] = key;
+    out.counter("ibfabric_ports_query_errors_total",
+                "MAD queries of the collector that failed (timeout, error status, no port)",
+                {{"device", device},
+                 {"port", std::to_string(port)},
+                 {"side", side},
+                 {"attribute", attribute}},
+                static_cast<double>(n));
+  }
+  save_state();
+  s_.store.fill_metrics(out);
+  CollectResult result;
+  // No InfiniBand port (a RoCE-only or IB-less node) is nothing to collect, not a failure;
+  // a port that exists but does not answer is. A pass that lost the local PortInfo but got
+  // other answers is a lossy fabric, not a failed source.
+  if (!links_.empty() && !any_local && !any_answer_) {
+    result.success = false;
+    result.error = "no local port answered its mad::PortInfo query";
+  }
+  result.metrics = std::move(out).take();
+  auto done = std::move(done_);
+  done(std::move(result));
+}
+
+}  // namespace ibfabric::ports
