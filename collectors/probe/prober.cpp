@@ -88,7 +88,7 @@ asio::ip::udp::endpoint parse_endpoint(const std::string& text) {
 Prober::Prober(asio::io_context& io, ProbeConfig config,
                std::function<std::shared_ptr<mad::Engine>()> mad_engine,
                std::shared_ptr<const NodeNameMap> node_names,
-               std::shared_ptr<PeerDirectory> directory)
+               std::shared_ptr<PeerDirectory> directory, WallClock wall_clock)
     : io_(io),
       config_(std::move(config)),
       mad_(std::move(mad_engine)),
@@ -96,7 +96,8 @@ Prober::Prober(asio::io_context& io, ProbeConfig config,
       directory_(std::move(directory)),
       socket_(io),
       responder_(io),
-      sweep_(io) {
+      sweep_(io),
+      wall_clock_(std::move(wall_clock)) {
   std::random_device random;
   token_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   for (const auto& t : config_.targets) {
@@ -200,7 +201,7 @@ std::optional<Labels> Prober::node_labels() const {
 }
 
 void Prober::rotate() {
-  if (rotation_slot(config_.rotate_every, std::chrono::system_clock::now()) != slot_) {
+  if (rotation_slot(config_.rotate_every, wall_clock_()) != slot_) {
     update_peers();
   }
 }
@@ -380,7 +381,7 @@ void Prober::update_peers() {
   }
   // The subset, by name, over both transports.
   std::set<std::string> chosen;
-  slot_ = rotation_slot(config_.rotate_every, std::chrono::system_clock::now());
+  slot_ = rotation_slot(config_.rotate_every, wall_clock_());
   for (const auto& t : choose_peers(self_name(), candidates, config_.max_peers, slot_)) {
     chosen.insert((t.mad() ? "mad|" : "udp|") + t.name);
   }

@@ -38,9 +38,14 @@ boost::asio::ip::udp::endpoint parse_endpoint(const std::string& text);
 
 class Prober : public std::enable_shared_from_this<Prober> {
  public:
+  // What the rotation slot of `rotate_every` is taken from: the wall clock, so that nodes rotate
+  // together; a test's own to move the slot on.
+  using WallClock = std::function<std::chrono::system_clock::time_point()>;
+
   Prober(boost::asio::io_context& io, ProbeConfig config,
          std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-         std::shared_ptr<const NodeNameMap> node_names, std::shared_ptr<PeerDirectory> directory);
+         std::shared_ptr<const NodeNameMap> node_names, std::shared_ptr<PeerDirectory> directory,
+         WallClock wall_clock = &std::chrono::system_clock::now);
 
   // Opens the sockets and starts probing the configured peers; an error is logged and
   // reported by fill().
@@ -181,6 +186,7 @@ class Prober : public std::enable_shared_from_this<Prober> {
   std::uint64_t responder_requests_ = 0;
   std::chrono::nanoseconds interval_{0};
   std::uint64_t slot_ = 0;  // the rotation slot of the current peers
+  WallClock wall_clock_;
   bool started_ = false;
 };
 
