@@ -1,6 +1,7 @@
 #include "config/config_section.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -114,12 +115,42 @@ std::string ConfigSection::key_path(const std::string& key) const {
   return path_.empty() ? key : path_ + "." + key;
 }
 
+namespace {
+
+// The KeyRecorder alive on this thread; nullptr in the daemon.
+thread_local ConfigSection::KeyRecorder* recorder = nullptr;
+
+}  // namespace
+
+ConfigSection::KeyRecorder::KeyRecorder() {
+  if (recorder) throw std::logic_error("a KeyRecorder is already recording on this thread");
+  recorder = this;
+}
+
+ConfigSection::KeyRecorder::~KeyRecorder() { recorder = nullptr; }
+
+void ConfigSection::record(const std::string& key, KeyRecorder::Kind kind) const {
+  if (!recorder) return;
+  // "collectors.probe.targets[0].name" -> "collectors.probe.targets[].name": one key for all.
+  const std::string full = key_path(key);
+  std::string path;
+  for (std::size_t i = 0; i < full.size(); ++i) {
+    path += full[i];
+    if (full[i] != '[') continue;
+    while (i + 1 < full.size() && std::isdigit(static_cast<unsigned char>(full[i + 1]))) ++i;
+  }
+  auto it = recorder->keys_.emplace(path, kind).first;
+  if (kind != KeyRecorder::Kind::value) it->second = kind;  // has() first, then get_section()
+}
+
 bool ConfigSection::has(const std::string& key) const {
+  record(key, KeyRecorder::Kind::value);
   return node_.IsMap() && node_[key].IsDefined();
 }
 
-std::optional<YAML::Node> ConfigSection::take(const std::string& key) {
+std::optional<YAML::Node> ConfigSection::take(const std::string& key, KeyRecorder::Kind kind) {
   read_keys_->insert(key);
+  record(key, kind);
   if (!node_.IsMap()) return std::nullopt;
   YAML::Node value = node_[key];
   if (!value.IsDefined()) return std::nullopt;
@@ -257,13 +288,13 @@ std::vector<std::string> ConfigSection::get_string_list(const std::string& key) 
 }
 
 std::optional<ConfigSection> ConfigSection::get_section(const std::string& key) {
-  auto value = take(key);
+  auto value = take(key, KeyRecorder::Kind::mapping);
   if (!value) return std::nullopt;
   return ConfigSection(*value, file_, key_path(key));
 }
 
 std::vector<ConfigSection> ConfigSection::get_section_list(const std::string& key) {
-  auto value = take(key);
+  auto value = take(key, KeyRecorder::Kind::list_of_mappings);
   if (!value || value->IsNull()) return {};
   if (!value->IsSequence()) fail_at(*value, key_path(key), "expected a list");
   std::vector<ConfigSection> out;

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -31,6 +32,26 @@ std::string read_config_file(const std::string& path, const std::string& flag);
 
 class ConfigSection {
  public:
+  // While one is alive, records every key that a ConfigSection on its thread reads or asks about
+  // (has), by its dotted path with list entries as [] ("collectors.probe.targets[].address"):
+  // what the code accepts, learnt from the code itself, so that a test can hold the documented
+  // keys to it (tests/unit/config_keys_test.cpp). The daemon makes none. One at a time per thread.
+  class KeyRecorder {
+   public:
+    enum class Kind { value, mapping, list_of_mappings };
+    KeyRecorder();
+    ~KeyRecorder();
+    KeyRecorder(const KeyRecorder&) = delete;
+    KeyRecorder& operator=(const KeyRecorder&) = delete;
+    // Every key recorded and how it was read: a mapping's own keys are recorded under it; a list
+    // of mappings records its entries' keys only when the file gives it an entry.
+    const std::map<std::string, Kind>& keys() const { return keys_; }
+
+   private:
+    friend class ConfigSection;
+    std::map<std::string, Kind> keys_;
+  };
+
   // `path` is the dotted key path of this mapping ("collectors.sysfs"), for messages.
   ConfigSection(YAML::Node node, std::string file, std::string path);
 
@@ -69,7 +90,10 @@ class ConfigSection {
   const YAML::Node& node() const { return node_; }
 
  private:
-  std::optional<YAML::Node> take(const std::string& key);
+  std::optional<YAML::Node> take(const std::string& key,
+                                 KeyRecorder::Kind kind = KeyRecorder::Kind::value);
+  // For the KeyRecorder alive on this thread, if any.
+  void record(const std::string& key, KeyRecorder::Kind kind) const;
   std::string key_path(const std::string& key) const;
   std::string scalar(const YAML::Node& value, const std::string& key, const char* expected) const;
 

@@ -21,12 +21,13 @@ class FakeEngine final : public Engine {
   void submit(Request request, Callback callback) override {
     queue.push_back({std::move(request), std::move(callback)});
   }
-  std::unique_ptr<Service> serve(PortAddress, std::uint8_t, std::uint32_t, double,
-                                 RequestHandler) override {
-    return nullptr;
+  std::unique_ptr<Service> serve(PortAddress via, std::uint8_t mgmt_class, std::uint32_t oui,
+                                 double max_per_second, RequestHandler handler) override {
+    served.push_back({via, mgmt_class, oui, max_per_second, std::move(handler)});
+    return std::make_unique<FakeService>(*this);
   }
   std::unique_ptr<Client> client() override { return std::make_unique<FakeClient>(queue); }
-  std::optional<PortAddress> default_port() override { return std::nullopt; }
+  std::optional<PortAddress> default_port() override { return port; }
   // Kept until the test calls them.
   void open_default_port(std::function<void(std::string)> done) override {
     opens.push_back(std::move(done));
@@ -48,7 +49,35 @@ class FakeEngine final : public Engine {
   }
   std::deque<Submitted> queue;
 
+  // Services (Engine::serve), in the order declared: what a responder would answer with.
+  struct Served {
+    PortAddress via;
+    std::uint8_t mgmt_class = 0;
+    std::uint32_t oui = 0;
+    double max_per_second = 0;
+    RequestHandler handler;
+  };
+  std::vector<Served> served;
+  std::string serve_error;                  // what every Service::refresh() says ("" = serving)
+  int refreshes = 0;                        // Service::refresh() calls
+  std::uint64_t answered = 0, dropped = 0;  // what every Service reports
+  std::optional<PortAddress> port;          // default_port(): unknown unless a test sets it
+
  private:
+  class FakeService final : public Service {
+   public:
+    explicit FakeService(FakeEngine& engine) : engine_(engine) {}
+    std::string refresh() override {
+      ++engine_.refreshes;
+      return engine_.serve_error;
+    }
+    std::uint64_t answered() const override { return engine_.answered; }
+    std::uint64_t dropped() const override { return engine_.dropped; }
+
+   private:
+    FakeEngine& engine_;
+  };
+
   class FakeClient final : public Client {
    public:
     explicit FakeClient(std::deque<Submitted>& queue) : queue_(queue) {}

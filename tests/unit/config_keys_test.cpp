@@ -1,0 +1,178 @@
+// Config keys are declared once, by the code that reads them (the get_*("key", ...) calls of
+// config/config.cpp, mad/engine_config.cpp and each collector's spec). This test learns them
+// from that code with a ConfigSection::KeyRecorder and holds docs/configuration.md to them:
+// every key the code accepts has a row in one of its key tables, and every row names a key the
+// code accepts.
+//
+// docs/configuration.md's form: a key table is a table whose header's first cell is `key`; each
+// row's first cell is one key in backticks, dotted from the top of the file, list entries as
+// `[]` (`collectors.probe.targets[].address`); `NAME` stands for every registered collector
+// (`collectors.NAME.enabled`). Mappings (`web`, `collectors.probe`) have no row of their own:
+// their keys do. A list of mappings has one, and so does each key of its entries.
+
+#include "collectors/registry.h"
+#include "config/config.h"
+#include "mad/engine.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace ibfabric {
+namespace {
+
+using Kind = ConfigSection::KeyRecorder::Kind;
+
+// Every section present, and one entry in each list of mappings, so that the keys of its
+// entries are read too (the test below fails, naming the list, when one has none here).
+constexpr const char* kConfig = R"(
+web: {}
+mad: {}
+collectors:
+  probe:
+    targets:
+      - {address: "192.0.2.1:10917"}
+)";
+
+// The keys the code reads: the top level, `web`, `mad` (parsed by the MAD engine's parser, as the
+// daemon does), and every registered collector's section, built by its factory as
+// --check-config builds it (factories touch no device).
+std::map<std::string, Kind> accepted_keys() {
+  ConfigSection::KeyRecorder recorder;
+  DaemonConfig config = parse_config(kConfig, "keys.yaml", collector_defaults());
+  EXPECT_TRUE(config.mad);
+  if (config.mad) mad::parse_engine_config(*config.mad);
+  boost::asio::io_context io;
+  CollectorContext context{io, "/nonexistent", {}};
+  for (auto& collector : config.collectors) {
+    const CollectorSpec* spec = find_collector_spec(collector.name);
+    EXPECT_TRUE(spec) << collector.name;
+    if (spec) spec->create(context, collector.section);
+  }
+  return recorder.keys();
+}
+
+std::string trim(const std::string& text) {
+  auto begin = text.find_first_not_of(' ');
+  auto end = text.find_last_not_of(' ');
+  return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
+}
+
+// The first cell of every row of docs/configuration.md's key tables; `problems` gets the rows
+// whose first cell is not one key in backticks.
+std::vector<std::string> documented_keys(std::vector<std::string>& problems) {
+  std::ifstream in(IBFABRIC_SOURCE_DIR "/docs/configuration.md");
+  EXPECT_TRUE(in) << "cannot read docs/configuration.md";
+  std::vector<std::string> keys;
+  bool in_table = false;
+  std::string line;
+  int number = 0;
+  while (std::getline(in, line)) {
+    ++number;
+    if (!line.starts_with("|")) {
+      in_table = false;
+      continue;
+    }
+    auto end = line.find('|', 1);
+    std::string first = trim(line.substr(1, end == std::string::npos ? end : end - 1));
+    if (first == "key") {
+      in_table = true;
+      continue;
+    }
+    if (!in_table || first.starts_with("---")) continue;
+    if (first.size() < 3 || first.front() != '`' || first.back() != '`' ||
+        first.find('`', 1) != first.size() - 1) {
+      problems.push_back("docs/configuration.md:" + std::to_string(number) +
+                         ": a key table's row must start with one key in backticks: " + first);
+      continue;
+    }
+    keys.push_back(first.substr(1, first.size() - 2));
+  }
+  return keys;
+}
+
+std::string lines(const std::set<std::string>& keys) {
+  std::string out;
+  for (const auto& key : keys) out += "\n  " + key;
+  return out;
+}
+
+TEST(ConfigKeys, EveryKeyTheCodeAcceptsIsDocumentedAndNoDocumentedKeyIsUnknown) {
+  auto recorded = accepted_keys();
+  std::set<std::string> accepted;
+  for (const auto& [key, kind] : recorded) {
+    if (kind != Kind::mapping) accepted.insert(key);
+    if (kind == Kind::list_of_mappings) {
+      bool read = std::any_of(recorded.begin(), recorded.end(), [&](const auto& entry) {
+        return entry.first.starts_with(key + "[].");
+      });
+      EXPECT_TRUE(read) << key << " is a list of mappings, but no key of its entries was read: "
+                        << "give it one entry in this test's kConfig";
+    }
+  }
+  // What the test must see, or it would hold the documentation to nothing.
+  for (const char* key : {"log_level", "web.idle_timeout", "mad.reopen_backoff_max",
+                          "collectors.sysfs.enabled", "collectors.probe.targets",
+                          "collectors.probe.targets[].address", "collectors.paths.max_hops"}) {
+    EXPECT_TRUE(accepted.count(key)) << "not recorded: " << key;
+  }
+
+  std::vector<std::string> problems;
+  std::set<std::string> documented;
+  for (const auto& key : documented_keys(problems)) {
+    if (auto at = key.find("NAME"); at != std::string::npos) {
+      for (const auto& spec : collector_specs()) {
+        documented.insert(key.substr(0, at) + std::string(spec.name) + key.substr(at + 4));
+      }
+    } else if (!documented.insert(key).second) {
+      problems.push_back("docs/configuration.md: " + key + " has two rows");
+    }
+  }
+  EXPECT_TRUE(problems.empty()) << lines({problems.begin(), problems.end()});
+
+  std::set<std::string> undocumented, unknown;
+  std::set_difference(accepted.begin(), accepted.end(), documented.begin(), documented.end(),
+                      std::inserter(undocumented, undocumented.end()));
+  std::set_difference(documented.begin(), documented.end(), accepted.begin(), accepted.end(),
+                      std::inserter(unknown, unknown.end()));
+  EXPECT_TRUE(undocumented.empty())
+      << "keys the code accepts without a row in docs/configuration.md's key tables:"
+      << lines(undocumented);
+  EXPECT_TRUE(unknown.empty())
+      << "keys documented in docs/configuration.md that the code does not read:" << lines(unknown);
+}
+
+TEST(ConfigKeys, TheRecorderRecordsWhatItsThreadReadsOrAsksAboutWithListEntriesAsBrackets) {
+  auto node = YAML::Load("a: 1\nlist: [{x: 1}, {x: 2, y: 3}]\nsub: {z: true}\n");
+  {
+    ConfigSection section(node, "t.yaml", "top");
+    section.get_int("a", 0, 0, 9);  // nothing recorded without a recorder
+  }
+  ConfigSection::KeyRecorder recorder;
+  EXPECT_THROW(ConfigSection::KeyRecorder second, std::logic_error);
+  ConfigSection section(node, "t.yaml", "top");
+  section.get_int("a", 0, 0, 9);
+  for (auto& entry : section.get_section_list("list")) {
+    entry.get_int("x", 0, 0, 9);
+    if (entry.has("y")) entry.get_int("y", 0, 0, 9);
+  }
+  section.get_section("sub")->get_bool("z", false);
+  (void)section.has("absent");
+  EXPECT_EQ(recorder.keys(), (std::map<std::string, Kind>{{"top.a", Kind::value},
+                                                          {"top.absent", Kind::value},
+                                                          {"top.list", Kind::list_of_mappings},
+                                                          {"top.list[].x", Kind::value},
+                                                          {"top.list[].y", Kind::value},
+                                                          {"top.sub", Kind::mapping},
+                                                          {"top.sub.z", Kind::value}}));
+}
+
+}  // namespace
+}  // namespace ibfabric
