@@ -9,8 +9,9 @@ sweeps the switches (`fabric`). A real Prometheus (Debian's) scrapes them every 
 evaluates `dashboards/alerts/ibfabric.rules.yml` of this tree (or `--rules`) exactly as
 shipped, every 5 s. Each scenario gets a fresh Prometheus (a new TSDB), a clean warm-up
 (`--warmup`), then its fault(s) for `--duration` seconds, while /api/v1/alerts is polled every
-second. `IbfabricSuspectLink` (a cable, by both ends) and `IbfabricSuspectHost` (a host; not
-required to exist in the rules) name things; nothing else counts.
+second. `IbfabricSuspectLink` (a cable, by both ends), `IbfabricSuspectHost` (a host; not
+required to exist in the rules) and `IbfabricSuspectCongestion` (a port; no scenario congests
+one, so any it names is a bystander) name things; nothing else counts.
 
 Scenarios (drawn from `--seed`, printed; `--seed N --only ID` replays one):
   host            `Error "<host>"[1] P`: P % of the packets into a host port lost
@@ -77,7 +78,10 @@ from ibfabric_testlib import find_samples, free_port  # noqa: E402
 from promserver import PromServer  # noqa: E402
 from simfabric import SHIM, SimFabric  # noqa: E402
 
-NAMING = ("IbfabricSuspectLink", "IbfabricSuspectHost")
+NAMING = ("IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
+# A pair with lost or late probes in the last minute (the rules' own per-pair records).
+FAULTY_PAIRS = ("group by (job, instance, peer, transport) "
+                "(ibfabric:probe_pair_lost:1m > 0 or ibfabric:probe_pair_late:1m > 0)")
 RATES = (1, 2, 3, 5, 10, 30)
 KINDS = ("host", "leaf_up", "stall", "clean", "spine", "two_drops", "drop_and_stall")
 DROPS = ("host", "leaf_up", "spine")
@@ -421,6 +425,9 @@ class Namer:
             return name
 
     def entity(self, labels):
+        if labels["alertname"] == "IbfabricSuspectCongestion":
+            # No scenario congests a port: any port named is a bystander.
+            return "congested port %s port %s" % (labels.get("node_name"), labels.get("port"))
         if labels["alertname"] == "IbfabricSuspectLink":
             try:
                 a = self._node(labels.get("node_name"), labels.get("node_guid"))
@@ -451,7 +458,7 @@ def noise(prom, seconds):
             - total("increase(ibfabric_probe_host_spikes_total%s)" % window),
             "lost": total("increase(ibfabric_probe_lost_total%s)" % window),
             "sent": total("increase(ibfabric_probe_sent_total%s)" % window),
-            "faulty_pairs": len(prom.query("ibfabric:probe_pair_faulty:10m == 1"))}
+            "faulty_pairs": len(prom.query(FAULTY_PAIRS))}
 
 
 def stall(daemon, stop_event):
@@ -532,7 +539,7 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
                         named[e]["last"] = rel
                 if first_faulty[0] is None:
                     try:
-                        if prom.query("ibfabric:probe_pair_faulty:10m == 1"):
+                        if prom.query(FAULTY_PAIRS):
                             first_faulty[0] = rel
                     except OSError:
                         pass
@@ -555,7 +562,7 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
         load.append(os.getloadavg()[0])
         poll(t0 + duration)
         load.append(os.getloadavg()[0])
-        faulty = prom.query("ibfabric:probe_pair_faulty:10m == 1")
+        faulty = prom.query(FAULTY_PAIRS)
         faulty_pairs = sorted("%s -> %s" % (instances.get(s["metric"].get("instance"), "?")
                                             .split()[0], s["metric"].get("peer"))
                               for s in faulty)

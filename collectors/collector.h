@@ -17,6 +17,7 @@
 //   never on the loop; a run past its deadline fails and the thread is left to return when
 //   the kernel lets it (its late result is discarded).
 #include "collectors/peer_directory.h"
+#include "config/config.h"
 #include "config/config_section.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
@@ -80,6 +81,9 @@ struct CollectorContext {
   std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
   // The peers the probe collector probes, for the paths collector; never null.
   std::shared_ptr<probe::PeerDirectory> probe_peers = std::make_shared<probe::PeerDirectory>();
+  // PortXmitWait ticks the configuration gives (transmit_wait_ticks); never null.
+  std::shared_ptr<const std::vector<TransmitWaitTickRule>> transmit_wait_ticks =
+      std::make_shared<const std::vector<TransmitWaitTickRule>>();
   // Where collectors keep state across restarts ("" = nowhere): state_directory, docs/design.md.
   std::string state_directory = "";
 };

@@ -69,6 +69,22 @@ DaemonConfig parse_config(const std::string& text, const std::string& source,
     limits.idle_timeout = web->get_duration("idle_timeout", limits.idle_timeout, min_timeout);
     web->finish();
   }
+  for (auto& rule : top.get_section_list("transmit_wait_ticks")) {
+    TransmitWaitTickRule r;
+    for (const char* key : {"vendor_id", "device_id", "bytes"}) {
+      if (!rule.has(key)) {
+        rule.fail(key,
+                  std::string("missing ") + key +
+                      ": every transmit_wait_ticks entry gives vendor_id, device_id and bytes");
+      }
+    }
+    r.vendor_id = static_cast<std::uint32_t>(rule.get_int("vendor_id", 0, 0, 0xffffff));
+    r.device_id = static_cast<std::uint32_t>(rule.get_int("device_id", 0, 0, 0xffff));
+    r.bytes = rule.get_double("bytes", 0, 1e-3, 1e6);
+    r.per_lane = rule.get_enum("per", "port", {"port", "lane"}) == "lane";
+    rule.finish();
+    config.transmit_wait_ticks.push_back(r);
+  }
   config.mad = top.get_section("mad");
 
   std::optional<ConfigSection> collectors = top.get_section("collectors");

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +38,16 @@ struct WebLimits {
   bool operator==(const WebLimits&) const = default;
 };
 
+// A device's PortXmitWait tick, given by the configuration (`transmit_wait_ticks`): for the
+// devices no public source gives one for (core/transmit_wait_tick.h).
+struct TransmitWaitTickRule {
+  std::uint32_t vendor_id = 0;  // NodeInfo VendorID
+  std::uint32_t device_id = 0;  // NodeInfo DeviceID
+  double bytes = 0;             // one tick is this many bytes' transmit time
+  bool per_lane = false;        // ... of one lane (true) or of the port (false)
+  bool operator==(const TransmitWaitTickRule&) const = default;
+};
+
 struct DaemonConfig {
   std::string source;  // the file it came from, or "<built-in defaults>"
   std::string log_level = "info";
@@ -49,6 +60,7 @@ struct DaemonConfig {
   // Where the MAD collectors keep what must survive a restart (core/state_store.h);
   // unset = $STATE_DIRECTORY (systemd's StateDirectory=), else none; "" = none.
   std::optional<std::string> state_directory;
+  std::vector<TransmitWaitTickRule> transmit_wait_ticks;
   std::optional<ConfigSection> mad;         // the `mad:` section, read by the MAD engine's parser
   std::vector<CollectorConfig> collectors;  // every registered collector, in registry order
 };

@@ -153,6 +153,8 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
   context.node_names = config.node_name_map ? NodeNameMap::load(*config.node_name_map, false)
                                             : NodeNameMap::load(kDefaultNodeNameMap, true);
   names = context.node_names;
+  context.transmit_wait_ticks =
+      std::make_shared<const std::vector<TransmitWaitTickRule>>(config.transmit_wait_ticks);
   if (context.node_names->size() > 0) {
     spdlog::info("msg=\"node-name-map loaded\" file=\"{}\" names={}", context.node_names->source(),
                  context.node_names->size());
@@ -354,11 +356,12 @@ void App::reload() {
           config_.listen_address, next.listen_address);
     }
     // A collector whose inputs did not change keeps running, counters and all; one whose
-    // section (or the sysfs root, state directory or node names every collector reads) changed
-    // is replaced, with its runner's health counters carried over. Its own counters start from
-    // 0, as after a restart (docs/configuration.md, "Reloading").
+    // section (or the sysfs root, state directory, node names or PortXmitWait ticks every
+    // collector reads) changed is replaced, with its runner's health counters carried over. Its
+    // own counters start from 0, as after a restart (docs/configuration.md, "Reloading").
     const bool same_context = next.sysfs_root == config_.sysfs_root &&
                               next.state_directory == config_.state_directory &&
+                              next.transmit_wait_ticks == config_.transmit_wait_ticks &&
                               next_names->same_names(*node_names_);
     std::vector<std::shared_ptr<CollectorRunner>> started, kept;
     for (auto& fresh : runners) {

@@ -60,6 +60,8 @@ NodeInfo decode_node_info(const std::uint8_t* data) {
   n.type = get(data, IB_NODE_TYPE_F);
   n.num_ports = get(data, IB_NODE_NPORTS_F);
   n.local_port = get(data, IB_NODE_LOCAL_PORT_F);
+  n.vendor_id = static_cast<std::uint32_t>(get(data, IB_NODE_VENDORID_F));
+  n.device_id = static_cast<std::uint32_t>(get(data, IB_NODE_DEVID_F));
   return n;
 }
 

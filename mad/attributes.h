@@ -70,6 +70,8 @@ struct NodeInfo {
   int type = 0;        // IB_NODE_CA, IB_NODE_SWITCH, IB_NODE_ROUTER
   int num_ports = 0;   // external ports (a switch's port 0 not counted)
   int local_port = 0;  // LocalPortNum: the port the SMP entered the node by
+  std::uint32_t vendor_id = 0;
+  std::uint32_t device_id = 0;
 };
 
 NodeInfo decode_node_info(const std::uint8_t* data);

@@ -43,6 +43,7 @@ CollectorSpec spec() {
         c.keep_unread =
             section.get_duration("keep_unread", c.keep_unread, std::chrono::nanoseconds{0});
         section.finish();
+        c.transmit_wait_ticks = *context.transmit_wait_ticks;
         return std::make_unique<PortsCollector>(context.io, context.mad_engine, std::move(c),
                                                 context.node_names, mad::PortListing::Lister{},
                                                 mad::PortListing::kDefaultDeadline,

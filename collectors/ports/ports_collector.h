@@ -33,6 +33,9 @@ struct PortsConfig {
   // How long the values of one side of a port whose queries were lost (timed out, or any
   // failure) are still reported from the last read. 0: not at all.
   std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
+  // The configuration's PortXmitWait ticks (top-level transmit_wait_ticks), for the devices
+  // core/transmit_wait_tick.h does not know.
+  std::vector<TransmitWaitTickRule> transmit_wait_ticks;
 };
 
 // Keeps what lives across runs (PortsState) and builds a PortsRun per collection.

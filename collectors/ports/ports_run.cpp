@@ -1,6 +1,7 @@
 #include "collectors/ports/ports_run.h"
 
 #include "collectors/ports/ports_collector.h"
+#include "core/transmit_wait_tick.h"
 
 #include <spdlog/fmt/fmt.h>
 
@@ -97,6 +98,14 @@ void PortsRun::query_local(std::size_t i) {
       [this, i](const mad::Response& r) {
         links_[i].local_description = r.get_string(IB_NODE_DESC_F);
       });
+  if (!s_.device_ids.contains(links_[i].local_port.node_guid)) {
+    ask(i, Which::local, "node_info",
+        mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_INFO),
+        [this](const mad::Response& r) {
+          auto node = mad::decode_node_info(r.data());
+          s_.device_ids[node.guid] = {node.vendor_id, node.device_id};
+        });
+  }
 }
 
 void PortsRun::query_peer(std::size_t i) {
@@ -105,8 +114,10 @@ void PortsRun::query_peer(std::size_t i) {
   ask(i, Which::peer, "node_info", mad::Request::smp_get(route, IB_ATTR_NODE_INFO),
       [this, i, route](const mad::Response& r) {
         auto& peer = links_[i].peer;
-        peer.node_guid = r.get64(IB_NODE_GUID_F);
-        peer.node_type = static_cast<int>(r.get(IB_NODE_TYPE_F));
+        auto node = mad::decode_node_info(r.data());
+        peer.node_guid = node.guid;
+        peer.node_type = node.type;
+        s_.device_ids[node.guid] = {node.vendor_id, node.device_id};
         // The port the SMP entered the peer through: the far end of our cable.
         int peer_port = static_cast<int>(r.get(IB_NODE_LOCAL_PORT_F));
         peer.entered_port = peer_port;
@@ -356,6 +367,7 @@ void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, W
     const std::uint8_t* basic = s.basic.empty() ? nullptr : s.basic.data();
     const std::uint8_t* extended = s.extended.empty() ? nullptr : s.extended.data();
     for (const auto& v : mad::merge_counters(*s.caps, basic, extended)) {
+      if (v.def->kind == mad::CounterDef::Kind::xmit_wait) emit_tick(out, link, s, w, l);
       std::string name = "ibfabric_ports_" + std::string(v.def->metric);
       std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
       out.counter(name, help, l, v.value);
@@ -370,6 +382,31 @@ void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, W
     }
     mad::add_detail_counters(out, "ibfabric_ports_", l, s.details);
   }
+}
+
+// The tick of the side's PortXmitWait, where its device's is known: the share of time it waited
+// is ticks x bytes (x width, per lane) / data rate (docs/collectors.md#congested-time).
+void PortsRun::emit_tick(MetricsBuilder& out, const Link& link, const Side& s, Which w,
+                         const Labels& l) {
+  std::optional<std::uint64_t> guid = link.local_port.node_guid;
+  if (w == Which::peer) {
+    guid = s.node_guid;
+    auto seen = s_.peers_seen.find({link.local_port.ca, link.local_port.port});
+    if (!guid && seen != s_.peers_seen.end()) guid = seen->second.guid;
+  }
+  if (!guid) return;
+  auto ids = s_.device_ids.find(*guid);
+  if (ids == s_.device_ids.end()) return;
+  auto tick =
+      transmit_wait_tick(ids->second.first, ids->second.second, config_.transmit_wait_ticks);
+  if (!tick) return;
+  Labels tl = l;
+  tl.emplace_back("per", tick->per_lane ? "lane" : "port");
+  out.gauge("ibfabric_ports_transmit_wait_tick_bytes",
+            "One PortXmitWait tick of this side's device is the time this many bytes take to "
+            "send at the port's data rate (per=\"port\") or at one lane's (per=\"lane\"); "
+            "absent where the device's tick is not known (docs/collectors.md#congested-time).",
+            tl, tick->bytes);
 }
 
 // ibfabric_ports_peer_info: who is at the far end of the local port's cable, from this pass

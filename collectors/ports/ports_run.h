@@ -80,6 +80,9 @@ struct PortsState {
   std::map<std::pair<std::string, int>, RememberedPeer> peers_seen;  // (device, port)
   std::map<std::string, std::string> local_descriptions;             // device -> NodeDescription
   std::map<std::tuple<std::string, int, std::string>, Side> memory;  // (device, port, side)
+  // NodeInfo VendorID and DeviceID by node GUID, for the PortXmitWait tick: the peer's from
+  // every run's NodeInfo, the local CA's asked once.
+  std::map<std::uint64_t, std::pair<std::uint32_t, std::uint32_t>> device_ids;
   // Link memory across restarts: read at the first collection, applied to the ports it lists.
   state::StateStore store;
   std::optional<state::State> pending_state;
@@ -120,6 +123,7 @@ class PortsRun : public mad::FanOut {
   void remember(const Link& link, const Side& s, Which w, TimePoint now);
   void emit_side(MetricsBuilder& out, const Link& link, const Side& s, Which w, TimePoint now);
   void emit_peer(MetricsBuilder& out, const Link& link, TimePoint now);
+  void emit_tick(MetricsBuilder& out, const Link& link, const Side& s, Which w, const Labels& l);
   void restore_state();
   void save_state();
   void settled() override;

@@ -35,6 +35,8 @@ using Kind = ConfigSection::KeyRecorder::Kind;
 constexpr const char* kConfig = R"(
 web: {}
 mad: {}
+transmit_wait_ticks:
+  - {vendor_id: 0x2c9, device_id: 0x1021, bytes: 8}
 collectors:
   probe:
     targets:

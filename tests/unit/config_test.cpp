@@ -257,5 +257,26 @@ TEST(ParseConfig, BadWebLimits) {
   expect_error("web:\n  idle_timeout: soon\n", {"test.yaml:2:17", "expected a duration"});
 }
 
+TEST(ParseConfig, TransmitWaitTicks) {
+  auto c = parse_config(
+      "transmit_wait_ticks:\n"
+      "  - {vendor_id: 0x2c9, device_id: 0x1021, bytes: 8}\n"
+      "  - {vendor_id: 0x2c9, device_id: 0x101b, bytes: 32, per: lane}\n",
+      "test.yaml", collector_defaults());
+  ASSERT_EQ(c.transmit_wait_ticks.size(), 2u);
+  EXPECT_EQ(c.transmit_wait_ticks[0], (TransmitWaitTickRule{0x2c9, 0x1021, 8, false}));
+  EXPECT_EQ(c.transmit_wait_ticks[1], (TransmitWaitTickRule{0x2c9, 0x101b, 32, true}));
+  EXPECT_TRUE(parse_config("", "test.yaml", collector_defaults()).transmit_wait_ticks.empty());
+  expect_error("transmit_wait_ticks:\n  - {vendor_id: 0x2c9, bytes: 8}\n",
+               {"test.yaml:2:5", "missing device_id", "vendor_id, device_id and bytes"});
+  expect_error(
+      "transmit_wait_ticks:\n  - {vendor_id: 0x2c9, device_id: 0x1021, bytes: 8, per: vl}\n",
+      {"test.yaml:2:", "per", "port", "lane"});
+  expect_error("transmit_wait_ticks:\n  - {vendor_id: 0x2c9, device_id: 0x10000, bytes: 8}\n",
+               {"test.yaml:2:", "device_id"});
+  expect_error("transmit_wait_ticks:\n  - {vendor_id: 0x2c9, device_id: 1, bytes: 8, tick: 7}\n",
+               {"test.yaml:2:", "tick: unknown key"});
+}
+
 }  // namespace
 }  // namespace ibfabric

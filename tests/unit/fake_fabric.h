@@ -39,6 +39,8 @@ class FakeFabric final : public mad::Engine {
     int ports = 1;
     std::string description;
     std::uint16_t lid = 0;
+    std::uint32_t vendor_id = 0x0002c9;  // NodeInfo VendorID, DeviceID
+    std::uint32_t device_id = 0;
   };
 
   // `local`: the node the daemon runs on (directed routes start at its port 1).
@@ -195,6 +197,8 @@ class FakeFabric final : public mad::Engine {
         mad_set_field(data, 0, IB_NODE_TYPE_F, static_cast<std::uint32_t>(node->type));
         mad_set_field(data, 0, IB_NODE_NPORTS_F, static_cast<std::uint32_t>(node->ports));
         mad_set_field(data, 0, IB_NODE_LOCAL_PORT_F, static_cast<std::uint32_t>(entered));
+        mad_set_field(data, 0, IB_NODE_VENDORID_F, node->vendor_id);
+        mad_set_field(data, 0, IB_NODE_DEVID_F, node->device_id);
         break;
       case IB_ATTR_NODE_DESC: {
         char text[IB_SMP_DATA_SIZE] = {};

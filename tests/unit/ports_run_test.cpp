@@ -144,6 +144,41 @@ TEST_F(PortsRunTest, CountersFromPortCountersCarryTheirSaturation) {
   EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS_EXT), 0u);
 }
 
+// Each side's PortXmitWait tick, from its device's NodeInfo: a Quantum-2 leaf's is known (8 bytes
+// of the port), a ConnectX-7's only from the configuration; the local CA's NodeInfo is asked
+// once, the peer's with every run (it is how the far end is found).
+TEST_F(PortsRunTest, EachSidesPortXmitWaitTickComesFromItsDevice) {
+  fabric_->add({kLeaf, IB_NODE_SWITCH, 8, "leaf-01", kLeafLid, 0x0002c9, 0xd2f2});
+  fabric_->add({kHostA, IB_NODE_CA, 1, "host-a mlx5_0", kLidA, 0x0002c9, 0x1021});
+  fabric_->pma_capabilities(kLeaf, mad::kPmXmitWaitSupported);
+  fabric_->pma_capabilities(kHostA, mad::kPmXmitWaitSupported);
+  fabric_->pma_counter(kLeaf, kLeafPort, IB_GSI_PORT_COUNTERS, IB_PC_XMT_WAIT_F, 1000);
+  auto tick = [](const MetricFamilies& m, const char* s, const char* per) {
+    return value(m, "ibfabric_ports_transmit_wait_tick_bytes", with(side(s), "per", per));
+  };
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(value(m, "ibfabric_ports_transmit_wait_ticks_total", side("peer")), 1000);
+  EXPECT_EQ(tick(m, "peer", "port"), 8);
+  EXPECT_TRUE(value(m, "ibfabric_ports_transmit_wait_ticks_total", side("local")));
+  EXPECT_TRUE(samples(m, "ibfabric_ports_transmit_wait_tick_bytes").size() == 1)
+      << "no tick for the ConnectX-7: no public source gives it";
+  run(*c);
+  EXPECT_EQ(fabric_->count_asked(IB_ATTR_NODE_INFO, kHostA), 1u);
+  EXPECT_EQ(fabric_->count_asked(IB_ATTR_NODE_INFO, kLeaf), 2u);
+
+  PortsConfig config;
+  config.transmit_wait_ticks = {{0x0002c9, 0x1021, 32, true}, {0x0002c9, 0xd2f2, 16, false}};
+  auto configured = collector(config);
+  m = run(*configured);
+  EXPECT_EQ(tick(m, "local", "lane"), 32);
+  EXPECT_EQ(tick(m, "peer", "port"), 16) << "the configuration wins over the built-in table";
+  // No XmitWait counter (capability bit 12 clear), no tick.
+  fabric_->pma_capabilities(kLeaf, 0);
+  m = run(*configured);
+  EXPECT_FALSE(tick(m, "peer", "port"));
+}
+
 // Mask bit 9: data counters from the 64-bit PortCountersExtended (no saturation flag), error
 // counters still from PortCounters; with CapabilityMask2 bit 1 the errors are extended too.
 TEST_F(PortsRunTest, CountersFromPortCountersExtendedByCapabilityMask) {
