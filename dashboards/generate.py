@@ -274,12 +274,24 @@ def fabric_overview():
                        target("topk(10, %s)" % port_rate("ibfabric_ports_receive_bytes_total",
                                                          ',side="local"'),
                               "{{instance}} {{device}}/{{port}}")), 12, 8)
-    lay.add(timeseries("Congestion: PortXmitWait ticks per second",
-                       "Ticks a port had data to send but no credit (PortXmitWait), top 10. The "
-                       "tick length is the hardware's; compare ports with each other.", "cps",
+    lay.add(timeseries("Congestion: share of time waiting",
+                       "The share of the last 5 minutes a port had data to send and could not "
+                       "(PortXmitWait x its device's tick / time; recording rule "
+                       "ibfabric:ports_transmit_wait_share:rate5m), top 10: side local, the host's "
+                       "packets waiting to enter the fabric; side peer, the switch port facing "
+                       "the host (incast, a slow receiver). Only ports whose device's tick is "
+                       "known (docs/collectors.md#congested-time).", "percentunit",
                        target("topk(10, %s)" % with_peer_names(
-                           port_rate("ibfabric_ports_transmit_wait_ticks_total")),
-                              PORT_LEGEND)), 24, 8)
+                           "ibfabric:ports_transmit_wait_share:rate5m{%s}" % SEL), PORT_LEGEND)),
+            12, 8)
+    lay.add(timeseries("Congestion where the tick is not known: ticks per word sent",
+                       "PortXmitWait ticks per 4-octet word sent over 5 minutes (recording rule "
+                       "ibfabric:ports_transmit_wait_per_word:rate5m), top 10, for ports whose "
+                       "device's tick is not known (every HCA unless transmit_wait_ticks gives "
+                       "it): above 1, the port waits more than it sends.", "none",
+                       target("topk(10, %s)" % with_peer_names(
+                           "ibfabric:ports_transmit_wait_per_word:rate5m{%s}" % SEL),
+                              PORT_LEGEND)), 12, 8)
     lay.row("Subnet Manager")
     lay.add(stat("SMs in state master", "Most SMs in state master any node sees (exactly 1 is "
                  "healthy; 0 means no master).", "none",
@@ -346,12 +358,63 @@ def fabric_overview():
                            "rate(ibfabric_fabric_port_receive_errors_total{%s}[%s]))"
                            % (fsel, RI, fsel, RI, fsel, RI, fsel, RI)),
                               SWITCH_LEGEND)), 12, 8)
-    lay.add(timeseries("Switch port congestion", "PortXmitWait ticks per second on switch "
-                       "ports, top 10.", "cps",
+    lay.row("Congestion hot spots (fabric sweep): where ports wait, by tier, roots and victims")
+    hot = "ibfabric:switch_port_congestion:rate5m"
+    lay.add(table("Congested switch ports now",
+                  "Every switch port that waited more than 10 %% of the last 5 minutes (or more "
+                  "than one PortXmitWait tick per word sent, unit ticks_per_word, where its "
+                  "switch's tick is not known), with both ends of its cable, its tier "
+                  "(host_downlink: incast or a slow receiver; leaf_uplink and spine: imbalance "
+                  "or oversubscription) and its role (root: the congestion starts here; victim: "
+                  "it backs up from the switch it leads to). Recording rule %s; what "
+                  "IbfabricCongestionHotSpot fires on after 10 minutes. Fabric-wide." % hot,
+                  "percentunit",
+                  target("sort_desc(max by (node_name, port, remote_node_name, remote_port, "
+                         "tier, role, unit) (%s))" % hot, instant=True, fmt="table")), 12, 8)
+    lay.add(timeseries("Congested switch ports by tier and role",
+                       "How many switch ports are congested (as in the table), by tier and "
+                       "role. Fabric-wide.", "none",
+                       target("count by (tier, role) (%s)" % hot, "{{tier}} {{role}}")), 12, 8)
+    share = ("ibfabric:switch_port_transmit_wait_share:rate5m{%s} * on (node_guid, port) "
+             "group_left (node_name, remote_node_name, remote_port, tier) "
+             "ibfabric:switch_port_tier" % fsel)
+    lay.add(timeseries("Most congested switch ports",
+                       "The share of the last 5 minutes each switch port waited to send "
+                       "(recording rule ibfabric:switch_port_transmit_wait_share:rate5m), top 10, "
+                       "with its tier.", "percentunit",
+                       target("topk(10, %s)" % share, SWITCH_LEGEND + " {{tier}}")), 12, 8)
+    lay.add(table("Most congested switch ports over a day",
+                  "The switch ports that waited the most, over the last day: the highest share "
+                  "of 5 minutes, and the day's average, top 20. A port at the top every day is "
+                  "a placement or routing matter, not a burst.", "percentunit",
+                  target("topk(20, max by (node_name, port, remote_node_name, remote_port, tier) "
+                         "(max_over_time((%s)[1d:5m])))" % share, "worst 5 minutes",
+                         instant=True, fmt="table"),
+                  target("topk(20, max by (node_name, port, remote_node_name, remote_port, tier) "
+                         "(avg_over_time((%s)[1d:5m])))" % share, "day's average", ref="B",
+                         instant=True, fmt="table")), 12, 8)
+    lay.add(timeseries("Switch ports waiting where the tick is not known: ticks per word",
+                       "PortXmitWait ticks per 4-octet word sent over 5 minutes, top 10, for "
+                       "switches whose tick the daemon does not know (not a Quantum, Switch-IB "
+                       "or SwitchX, and not in transmit_wait_ticks).", "none",
+                       target("topk(10, %s)" % with_link_names(
+                           "max by (node_guid, port) ("
+                           "ibfabric:switch_port_transmit_wait_per_word:rate5m{%s})" % fsel),
+                              SWITCH_LEGEND)), 12, 8)
+    lay.add(timeseries("Head-of-queue lifetime discards (stuck receivers)",
+                       "Packets switch ports discarded after waiting at the head of their queue "
+                       "past the lifetime limit (PortSwHOQLifetimeLimitDiscards), per second, "
+                       "top 10: the receiver at the far end is not taking packets "
+                       "(IbfabricStuckReceiver). From the fabric sweep with error_details, and "
+                       "from the switch port facing each host (ports, side peer).", "cps",
                        target("topk(10, %s)" % with_link_names(
                            "sum by (node_guid, port) (rate("
-                           "ibfabric_fabric_port_transmit_wait_ticks_total{%s}[%s]))"
-                           % (fsel, RI)), SWITCH_LEGEND)), 12, 8)
+                           "ibfabric_fabric_port_transmit_switch_hol_lifetime_limit_discards_total"
+                           "{%s}[%s]))" % (fsel, RI)), SWITCH_LEGEND),
+                       target("topk(10, %s)" % with_peer_names(
+                           "rate(ibfabric_ports_transmit_switch_hol_lifetime_limit_discards_total"
+                           "{%s,side=\"peer\"}[%s])" % (SEL, RI)), PORT_LEGEND, ref="B")),
+            12, 8)
     lay.row("Worst cables (a cable is named by both of its ends)")
     errors = ["ibfabric_fabric_port_%s_total" % c for c in (
         "symbol_errors", "link_error_recoveries", "receive_errors", "local_link_integrity_errors",
@@ -651,21 +714,25 @@ def suspects_table():
     """One row per named suspect (a cable by both ends' names, or a host), with its evidence in
     the last minute, from the recording rules of the localization group."""
     named = "and on (candidate) ibfabric:suspect:1m"
-    columns = [("ibfabric:candidate_lossy:1m or ibfabric:candidate_late:1m", "pairs explained"),
+    columns = [("ibfabric:candidate_lossy:1m or ibfabric:host_late:1m or "
+                "ibfabric:congestion_suspect:1m", "pairs explained"),
                ("ibfabric:candidate_probes_lost:1m", "probes lost"),
                ("ibfabric:candidate_loss_ratio:1m", "loss ratio"),
-               ("ibfabric:candidate_probes_late:1m", "late probes")]
+               ("ibfabric:candidate_probes_late:1m", "late probes"),
+               ("ibfabric:candidate_congested:5m", "waiting (share, or ticks per word)")]
     targets = []
     for n, (record, legend) in enumerate(columns):
         expr = ("max by (display, kind) (ibfabric:candidate_display * on (candidate) group_left "
                 "() max by (candidate) ((%s) %s))" % (record, named))
         targets.append(target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table"))
     return table("Suspects",
-                 "What IbfabricSuspectLink and IbfabricSuspectHost name (recording rules of "
-                 "ibfabric.rules.yml, group ibfabric-localization), over the last minute: a "
-                 "cable direction (kind link) or a host (kind host: as a whole; responder: the "
-                 "probes to it; prober: its own probes), the probe pairs it explains, the probes "
-                 "lost across it and their share, and the late probes of its pairs. "
+                 "What IbfabricSuspectLink, IbfabricSuspectHost and IbfabricSuspectCongestion "
+                 "name (recording rules of ibfabric.rules.yml, group ibfabric-localization), over "
+                 "the last minute: a cable direction (kind link: lossy, or congested at its "
+                 "sending port) or a host (kind host: as a whole; responder: the probes to it; "
+                 "prober: its own probes), the probe pairs it explains, the probes lost across it "
+                 "and their share, the late probes of its pairs, and how much the sending port of "
+                 "a congested link waited over 5 minutes. "
                  "Cluster-wide: not filtered by instance or peer.", "none", *targets)
 
 
