@@ -10,6 +10,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -28,8 +29,9 @@ inline constexpr std::uint64_t kSubnetPrefix = 0xfe80000000000000ull;
 // A subnet as the MAD engine sees it: nodes, cables between their ports, LIDs. Answers
 // NodeInfo, NodeDescription and PortInfo by directed route from the daemon's node (or by
 // LID), and every PMA Get with zeroed counters; a route that leads nowhere times out. Also
-// (the additions for the paths, ports and sm run tests, below) switches' forwarding tables,
-// SMs and their SA table, PMA counters set per port, and nodes that answer nothing. Each
+// (the additions for the paths, ports, sm and fabric run tests, below) switches' forwarding
+// tables, SMs and their SA table, PMA counters set per port, PMAs that reject an attribute,
+// lossy ports, nodes that answer nothing or forward nothing, and the requests in flight. Each
 // answer is posted to the loop, never run inside submit() (the engine's contract).
 class FakeFabric final : public mad::Engine {
  public:
@@ -129,7 +131,14 @@ class FakeFabric final : public mad::Engine {
   // --- end of the additions for the paths, ports and sm run tests.
 
   void submit(mad::Request request, mad::Callback callback) override {
-    boost::asio::post(io_, [r = answer(request), callback = std::move(callback)] { callback(r); });
+    // Lost, to a stopped node, or answered; counted in flight until the answer is delivered
+    // (the block "PMAs that reject, lossy ports, ..." below).
+    auto r = reaches_stopped(request) || lose_now(request) ? lost() : answer(request);
+    auto destination = sent(request);
+    boost::asio::post(io_, [this, destination, r = std::move(r), callback = std::move(callback)] {
+      delivered(destination);
+      callback(r);
+    });
   }
   std::unique_ptr<mad::Service> serve(mad::PortAddress, std::uint8_t, std::uint32_t, double,
                                       mad::RequestHandler) override {
@@ -142,8 +151,164 @@ class FakeFabric final : public mad::Engine {
   }
   void fill_metrics(MetricsBuilder&) const override {}
 
+  // ---- PMAs that reject an attribute, lossy ports, a node that stops answering, and the
+  // requests in flight per destination (added for the fabric collector's tests,
+  // tests/unit/fabric_*_test.cpp; its PMA counters are set with pma_counter() above). ----
+
+  // The PMA of `guid` rejects `attribute` (MAD status: unsupported attribute).
+  void reject_pma(std::uint64_t guid, std::uint16_t attribute) {
+    pma_rejects_.insert({guid, attribute});
+  }
+
+  // An attribute as a loss rule names it: SMP and PMA attribute ids overlap (PortInfo and
+  // PortRcvErrorDetails are both 0x15).
+  struct Attribute {
+    bool pma;
+    std::uint16_t id;
+    auto operator<=>(const Attribute&) const = default;
+  };
+  static Attribute smp(std::uint16_t id) { return {false, id}; }
+  static Attribute pma(std::uint16_t id) { return {true, id}; }
+
+  // `percent` of the requests that reach `guid` get no answer (as if dropped where they enter
+  // it): of those about port `port` when given (PortInfo of that port, PMA Gets whose
+  // PortSelect is that port), of `attribute` when given. Deterministic: of every 100 such
+  // requests, `percent` are lost, spread evenly. 0 ends the loss.
+  void lose(std::uint64_t guid, int percent, std::optional<int> port = std::nullopt,
+            std::optional<Attribute> attribute = std::nullopt) {
+    losses_[{guid, port, attribute}] = Loss{percent, 0};
+  }
+  // The node stops answering, and forwards nothing by directed route (a dead switch); `false`
+  // brings it back.
+  void stop(std::uint64_t guid, bool stopped = true) {
+    if (stopped) {
+      stopped_.insert(guid);
+    } else {
+      stopped_.erase(guid);
+    }
+  }
+
+  // A request as it was submitted: where to ("lid 12", "route 0,1,3"), what, about which port
+  // (PortInfo's attribute modifier, a PMA Get's PortSelect; 0 otherwise).
+  struct Sent {
+    std::string destination;
+    std::uint8_t mgmt_class;
+    std::uint16_t attribute;
+    int port;
+  };
+  const std::vector<Sent>& requests() const { return requests_; }
+  // Requests submitted and not answered yet (their answer not delivered), per destination, and
+  // the most there were at once: per destination, and how many destinations had any.
+  int in_flight(const std::string& destination) const {
+    auto it = in_flight_.find(destination);
+    return it == in_flight_.end() ? 0 : it->second;
+  }
+  int peak_in_flight(const std::string& destination) const {
+    auto it = peak_in_flight_.find(destination);
+    return it == peak_in_flight_.end() ? 0 : it->second;
+  }
+  int peak_destinations() const { return peak_destinations_; }
+  // Forgets the requests and peaks seen so far (not what is in flight).
+  void clear_requests() {
+    requests_.clear();
+    peak_in_flight_.clear();
+    peak_destinations_ = 0;
+  }
+
  private:
   using End = std::pair<std::uint64_t, int>;
+  struct Loss {
+    int percent = 0;
+    int seen = 0;  // requests it applied to so far
+  };
+
+  static int port_of(const mad::Request& q) {
+    if (q.mgmt_class == mad::kPerfMgt) {
+      return q.payload.empty()
+                 ? 0
+                 : static_cast<int>(mad_get_field(const_cast<std::uint8_t*>(q.payload.data()), 0,
+                                                  IB_PC_PORT_SELECT_F));
+    }
+    return q.attr_id == IB_ATTR_PORT_INFO ? static_cast<int>(q.attr_mod) : 0;
+  }
+
+  // The nodes a request crosses, the one it reaches last (an empty list: it leads nowhere).
+  std::vector<std::uint64_t> path_of(const mad::Request& q) const {
+    std::vector<std::uint64_t> nodes;
+    if (q.to.directed) {
+      End at{local_, 1};
+      nodes.push_back(local_);
+      for (auto out : q.to.path) {
+        auto it = cables_.find({at.first, out});
+        if (it == cables_.end()) return {};
+        at = it->second;
+        nodes.push_back(at.first);
+      }
+    } else {
+      for (const auto& [guid, n] : nodes_) {
+        if (n.lid == q.to.lid) nodes = {guid};
+      }
+    }
+    return nodes;
+  }
+
+  bool reaches_stopped(const mad::Request& q) const {
+    auto nodes = path_of(q);
+    // A directed route leaves the daemon's own node; that one is never stopped.
+    for (std::size_t i = q.to.directed ? 1 : 0; i < nodes.size(); ++i) {
+      if (stopped_.count(nodes[i])) return true;
+    }
+    return false;
+  }
+
+  bool lose_now(const mad::Request& q) {
+    auto nodes = path_of(q);
+    if (nodes.empty()) return false;
+    auto guid = nodes.back();
+    int port = port_of(q);
+    Attribute attribute{q.mgmt_class == mad::kPerfMgt, q.attr_id};
+    using Key = std::tuple<std::uint64_t, std::optional<int>, std::optional<Attribute>>;
+    for (const auto& key :
+         {Key{guid, port, attribute}, Key{guid, port, std::nullopt},
+          Key{guid, std::nullopt, attribute}, Key{guid, std::nullopt, std::nullopt}}) {
+      auto it = losses_.find(key);
+      if (it == losses_.end() || it->second.percent == 0) continue;
+      auto& loss = it->second;
+      int n = loss.seen++;
+      return (n + 1) * loss.percent / 100 > n * loss.percent / 100;
+    }
+    return false;
+  }
+
+  static mad::Response lost() {
+    mad::Response r;
+    r.status = mad::Status::timeout;
+    r.attempts = 1;
+    r.error = "lost";
+    return r;
+  }
+
+  std::string sent(const mad::Request& q) {
+    auto destination = q.to.to_string();
+    requests_.push_back({destination, q.mgmt_class, q.attr_id, port_of(q)});
+    auto& n = in_flight_[destination];
+    if (n++ == 0) ++destinations_in_flight_;
+    peak_in_flight_[destination] = std::max(peak_in_flight_[destination], n);
+    peak_destinations_ = std::max(peak_destinations_, destinations_in_flight_);
+    return destination;
+  }
+  void delivered(const std::string& destination) {
+    if (--in_flight_[destination] == 0) --destinations_in_flight_;
+  }
+
+  std::set<std::pair<std::uint64_t, std::uint16_t>> pma_rejects_;
+  std::map<std::tuple<std::uint64_t, std::optional<int>, std::optional<Attribute>>, Loss> losses_;
+  std::set<std::uint64_t> stopped_;
+  std::vector<Sent> requests_;
+  std::map<std::string, int> in_flight_, peak_in_flight_;
+  int destinations_in_flight_ = 0, peak_destinations_ = 0;
+
+  // ---- End of the fabric collector's block. ----
 
   class Forward final : public mad::Client {
    public:
@@ -268,6 +433,12 @@ class FakeFabric final : public mad::Engine {
   // The PMA: ClassPortInfo, and every other attribute with the fields set for its PortSelect.
   mad::Response answer_pma(const mad::Request& q, const Node& node, mad::Response& r) const {
     auto* data = r.mad.data() + 64;
+    if (pma_rejects_.count({node.guid, q.attr_id})) {
+      r.status = mad::Status::mad_status;
+      r.mad_status = 0x0c;  // unsupported attribute
+      r.error = "unsupported attribute";
+      return r;
+    }
     if (q.attr_id == CLASS_PORT_INFO) {
       auto caps = pma_caps_.find(node.guid);
       if (caps != pma_caps_.end()) {

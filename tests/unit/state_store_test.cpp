@@ -292,6 +292,21 @@ TEST_F(StateRestore, LinkMemoryEndsRecordsFromWhenTheyWereLastSeen) {
   EXPECT_GE(seen_now->seen, now - 1.0);
 }
 
+// The fabric file of this node written for another subnet (its records carry the GID prefix of
+// the port they were seen from) is ignored whole, once, and counted; the cable is not named.
+TEST_F(StateRestore, AFabricFileOfAnotherSubnetIsIgnored) {
+  auto other = leaf_record(4, kHostD, "host-d mlx5_0", unix_now() - 600);
+  other.subnet = kSubnet + 1;
+  write(fabric_state(kHostA, {other}));
+  auto collector = fabric_collector();
+  auto text = collect(io_, *collector);
+  EXPECT_EQ(leaf_cables(text)[2], "host-b mlx5_0");
+  EXPECT_EQ(leaf_cables(text).count(4), 0u) << "port 4 named from another subnet's file";
+  EXPECT_EQ(collector_value(text, "ibfabric_state_restored_links", "fabric"), 0);
+  EXPECT_EQ(collector_value(text, "ibfabric_state_files_ignored_total", "fabric"), 1);
+  EXPECT_EQ(record(saved("fabric"), kLeaf, 4), nullptr);
+}
+
 // Cables moved while the daemon was down: host-b, which the file has on port 3, is on port 2
 // now, and host-c the other way round. What discovery sees wins over the file, in the metrics
 // and in the next file.

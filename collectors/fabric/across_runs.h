@@ -1,0 +1,143 @@
+#pragma once
+// What the `fabric` collector keeps from one run to the next, in one plain struct: the collector
+// (fabric_collector.h) owns it and starts the runs, and each run (DiscoveryRun, SweepRun) gets a
+// reference to it, reads it and updates it on the loop. A run never outlives it: its queries go
+// through `mad`, whose Client drops their callbacks when the collector goes.
+
+#include "collectors/fabric/fabric_model.h"
+#include "core/metrics.h"
+#include "core/node_names.h"
+#include "core/state_store.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace ibfabric::fabric {
+
+struct FabricConfig {
+  int shard = 0;              // this node sweeps switches whose stable_guid_hash % shards == shard
+  int shards = 1;             // 1 = no sharding
+  int rediscover_every = 10;  // sweeps between discoveries (1 = discover before every sweep)
+  int max_hops = kMaxHops;
+  // The series budget: which per-port counters are exported (metric names without the
+  // ibfabric_fabric_port_ prefix and _total suffix). Empty = every counter.
+  std::set<std::string> counters;
+  // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
+  bool error_details = false;
+  std::chrono::nanoseconds link_memory = std::chrono::hours(24);
+  // How long a switch port that cannot be read (its queries lost) keeps the values it was last
+  // read with, and a switch a discovery missed stays in the topology. 0: not at all.
+  std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
+};
+
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+struct AcrossRuns {
+  AcrossRuns(boost::asio::io_context& io,
+             std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
+             std::shared_ptr<const NodeNameMap> names, std::string state_directory)
+      : mad(std::move(engine_factory)),
+        config(std::move(config)),
+        names(std::move(names)),
+        state(io, std::move(state_directory), "fabric"),
+        errors("fabric") {}
+
+  using TimePoint = std::chrono::steady_clock::time_point;
+
+  // Counts a failed query under (phase, attribute) and logs once per `subject` (a switch GUID
+  // or a route) and attribute when it starts failing, and again when it works. (Defined in
+  // fabric_collector.cpp.)
+  void note_result(const char* phase, const char* attribute,
+                   const std::function<std::string()>& subject, const mad::Response& r);
+
+  // An attribute's data between sweeps: only the octets the counter decoders read (reserved
+  // and unused fields are most of a PMA attribute's 192), packed without their zero octets
+  // (pack_octets), in the switch's one buffer (no allocation per port and attribute), and the
+  // size it is restored to, zero-filled, when used.
+  struct Kept {
+    std::uint32_t offset = 0;   // into SwitchMemory::bytes
+    std::uint16_t covered = 0;  // octets packed there
+    std::uint16_t size = 0;     // 0: nothing kept
+    TimePoint at;
+  };
+  struct PortMemory {
+    std::optional<mad::PortInfo> port_info;
+    TimePoint port_info_at;
+    Kept basic, extended;
+    std::vector<Kept> details;
+  };
+  struct SwitchMemory {
+    std::vector<PortMemory> ports;    // index = port number - 1
+    std::vector<std::uint8_t> bytes;  // what every port's Kept parts hold
+  };
+
+  struct RememberedLink {
+    std::uint64_t remote_guid = 0;
+    int remote_port = 0;
+    int remote_type = 0;
+    std::string name, remote_name;
+    std::chrono::steady_clock::time_point seen;
+  };
+
+  // Never the engine itself (seen without: SIGSEGV on SIGTERM mid-sweep; see ClientHandle).
+  mad::ClientHandle mad;
+  FabricConfig config;
+  std::shared_ptr<const NodeNameMap> names;
+  // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
+  // cable that went down is still named by what was plugged in there.
+  std::map<std::pair<std::uint64_t, int>, RememberedLink> links_seen;
+
+  std::shared_ptr<const Topology> topology;  // from the last discovery that reached anything
+  // What every sweep reuses until the topology or the link memory changes: the label set of
+  // each swept switch port, and the node and link info families as their compressed text. Most
+  // of a sweep's label text never changes; shared, the shown snapshot and the one being built
+  // hold it once. Sets are added to the arena only by the first sweep of a topology (a new
+  // topology gets a new cache), so no shown snapshot reads an arena that is still growing.
+  struct LabelCache {
+    std::shared_ptr<const Topology> topology;  // what it was built for
+    std::uint64_t links_version = 0;
+    std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
+    std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
+    // Compressed by FabricCollector::compress_info() (their samples when it could not start).
+    std::shared_ptr<const MetricFamilies> info = std::make_shared<const MetricFamilies>();
+  };
+  LabelCache labels;
+  std::uint64_t links_version = 0;  // changes with links_seen
+  int sweeps_since_discovery = 0;
+  bool rediscover = true;
+  std::map<std::uint64_t, mad::PmaCapabilities> pma_caps;  // per switch, until rediscovery
+  // Samples per family of the last sweep: the next one reserves them (MetricsBuilder).
+  MetricsBuilder::SizeHints family_sizes;
+  // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
+  // is lost, so that a lost MAD does not cost every counter of the switch.
+  std::map<std::uint64_t, mad::PmaCapabilities> last_caps;
+  std::map<std::uint64_t, SwitchMemory> memory;  // per swept switch
+  // When each node was last found by a discovery or (a switch) answered a sweep query.
+  std::map<std::uint64_t, TimePoint> last_seen;
+  std::map<std::uint64_t, std::uint64_t> switch_timeouts;  // sweep queries timed out, per switch
+  state::StateStore state;
+
+  std::uint64_t discoveries = 0;
+  double discovery_seconds = 0;
+  double discovery_timestamp = 0;
+  // (phase, attribute): string literals, and the names of mad::detail_attributes().
+  mad::QueryErrors<std::pair<std::string_view, std::string_view>> errors;
+};
+
+}  // namespace ibfabric::fabric

@@ -1,0 +1,151 @@
+#pragma once
+// One sweep of the `fabric` collector over the shard's switches: ClassPortInfo once per switch
+// (cached until the next discovery), then PortInfo, PortCounters and/or PortCountersExtended of
+// every port (and the error details when on), all by LID, kSwitchesInFlight switches at a time
+// and at most about kQueriesPerSwitch queries of one switch out (docs/design.md, "Memory of the
+// fabric sweep"). Builds the collection's result switch by switch; a port's lost parts are taken
+// from the last values the collector keeps (keep_unread), and what it read is kept for the next.
+
+#include "collectors/collector.h"
+#include "collectors/fabric/across_runs.h"
+#include "collectors/fabric/fabric_model.h"
+#include "core/metrics.h"
+#include "mad/attributes.h"
+#include "mad/engine.h"
+#include "mad/fan_out.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ibfabric::fabric {
+
+class SweepRun : public mad::FanOut {
+ public:
+  using TimePoint = AcrossRuns::TimePoint;
+  // Compresses the label cache's info families, then calls its argument on the loop
+  // (FabricCollector::compress_info).
+  using CompressInfo = std::function<void(std::function<void()>)>;
+
+  // What one switch port gave, part by part, and when each part was read (between sweeps,
+  // AcrossRuns::PortMemory keeps it packed).
+  struct PortValues {
+    std::optional<mad::PortInfo> port_info;
+    std::vector<std::uint8_t> basic;                 // PortCounters data, empty: none
+    std::vector<std::uint8_t> extended;              // PortCountersExtended data
+    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
+    TimePoint port_info_at, basic_at, extended_at;
+    std::vector<TimePoint> details_at;
+  };
+  // A part is "lost" when it is missing because a query failed (its own, or one it needed);
+  // only a lost part is taken from the port's memory.
+  struct PortResult : PortValues {
+    bool failed = false;
+    bool lost_info = false, lost_basic = false, lost_extended = false;
+    std::vector<char> lost_details;
+    std::optional<TimePoint> stale_since;  // the oldest part taken from memory
+    void lose_all() {
+      failed = lost_info = lost_basic = lost_extended = true;
+      lost_details.assign(mad::detail_attributes().size(), 1);
+    }
+    void lose_counters() {
+      failed = lost_basic = lost_extended = true;
+      lost_details.assign(mad::detail_attributes().size(), 1);
+    }
+  };
+  struct SwitchResult {
+    const Node* node;
+    std::optional<mad::PmaCapabilities> caps;
+    std::vector<PortResult> ports;  // index = port number - 1; from its start to its emission
+    bool answered = false;          // any query of this switch answered in this sweep
+    bool emitted = false;
+    std::size_t next_port = 0;  // index of the first port not asked yet, once caps are known
+  };
+
+  // Made with std::make_shared (a FanOut). `fresh`: the topology was discovered in this
+  // collection, so its PortInfo answers are used instead of asking again. `discovery_ok` false
+  // fails the collection with `discovery_error`, whatever the sweep reads.
+  SweepRun(AcrossRuns& kept, std::shared_ptr<const Topology> topology, bool fresh,
+           Collector::Done done, bool discovery_ok, std::string discovery_error,
+           CompressInfo compress_info);
+
+  void start();
+
+  // Switches whose queries are out at once. Queuing every query of a large fabric at once held
+  // them all in memory (about 1 KiB per switch port at 50,000 ports) and could pass the
+  // engine's max_queued. The engine keeps 64 MADs out, 4 per destination by default: 16
+  // switches can fill them (docs/benchmarks.md has what the window costs in speed).
+  static constexpr std::size_t kSwitchesInFlight = 16;
+  // Queries of one switch handed to the engine at once: more than the 4 it keeps out per
+  // destination, so that it always has the next at hand, but not every port's. Each waiting
+  // query costs about 1 KiB (request, callbacks, timer): 16 switches of 36 ports held 1,152
+  // of them.
+  static constexpr int kQueriesPerSwitch = 12;
+
+ private:
+  void begin();
+
+  // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
+  void start_next_switch();
+
+  // A switch whose queries have all settled goes into the result now and its answers are
+  // freed, so that a sweep holds the raw answers of the switches in flight only. Not before
+  // some switch of the sweep answered: a sweep that got nothing back takes nothing from the
+  // ports' memory (settled() then emits the switches held back).
+  void finish_switch(std::size_t i);
+
+  void emit_finished(SwitchResult& sw, TimePoint now);
+
+  // `on_fail` runs when the query failed (after it was counted).
+  void ask(std::size_t i, const char* attribute, mad::Request req,
+           std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail);
+
+  void query_switch(std::size_t i);
+  void query_ports(std::size_t i);
+
+  // Asks for the next ports of the switch while fewer than kQueriesPerSwitch of its queries
+  // are out (a port's queries go together).
+  void ask_ports(std::size_t i);
+
+  void emit_topology(MetricsBuilder& out);
+
+  // The parts of the switch's ports that this sweep lost are taken from the port's memory
+  // when they were read within keep_unread; each such port records the oldest.
+  void recall(SwitchResult& sw, TimePoint now);
+
+  // Keeps what the switch's ports gave (read now or recalled) for the next sweep; a part not
+  // read now stays until it is older than keep_unread.
+  void remember(const SwitchResult& sw, TimePoint now);
+
+  void emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoint now, int& ports_ok,
+                   int& ports_failed, int& ports_stale);
+
+  // Whether the series budget (`counters`) exports this per-port counter.
+  bool exported(std::string_view metric) const;
+
+  void settled() override;
+
+  AcrossRuns& kept_;
+  std::shared_ptr<const Topology> topology_;
+  bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
+  Collector::Done done_;
+  bool discovery_ok_;
+  std::string discovery_error_;
+  CompressInfo compress_info_;
+  std::vector<SwitchResult> switches_;
+  std::vector<int> pending_;            // queries of each switch not settled yet
+  std::size_t next_switch_ = 0;         // the first switch not started
+  bool any_answered_ = false;           // some query of this sweep was answered
+  std::vector<std::size_t> held_back_;  // finished before any answer
+  // The result, built switch by switch as each one's queries settle.
+  MetricsBuilder out_;
+  int switches_answered_ = 0, ports_ok_ = 0, ports_failed_ = 0, ports_stale_ = 0;
+  TimePoint started_;
+};
+
+}  // namespace ibfabric::fabric

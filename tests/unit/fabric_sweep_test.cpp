@@ -1,0 +1,547 @@
+// The fabric collector's sweep (collectors/fabric/sweep_run.*) on a fat tree simulated at the
+// MAD engine (fake_fabric.h), whose switch PMAs answer with the capabilities and counters a test
+// sets, lose what a test says, and count the requests in flight per destination. Documented
+// behaviour: docs/collectors.md, "Collector `fabric`" ("The series budget", "Sweep") and
+// docs/design.md ("Memory of the fabric sweep", "A lossy fabric is not a down fabric").
+
+#include "fabric_test_support.h"
+
+#include <gtest/gtest.h>
+#include <infiniband/mad.h>
+
+#include <algorithm>
+#include <set>
+
+namespace ibfabric::fabric_test {
+namespace {
+
+using fabric::FabricConfig;
+
+constexpr std::uint16_t kExtended = mad::kPmExtWidthSupported;  // PortCountersExtended, all
+
+class FabricSweep : public ::testing::Test {
+ protected:
+  void TearDown() override { settle(io_); }
+  // Every switch's PMA answers ClassPortInfo with `mask` (and `mask2`).
+  static void capabilities(const FatTree& tree, std::uint16_t mask, std::uint32_t mask2 = 0) {
+    for (Guid sw : tree.switches()) tree.fabric->pma_capabilities(sw, mask, mask2);
+  }
+  // PortXmitData (in 4-octet words) of a port in PortCountersExtended.
+  static void extended_data(const FatTree& tree, Guid sw, int port, std::uint64_t words) {
+    tree.fabric->pma_counter(sw, port, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_XMT_BYTES_F, words);
+  }
+  boost::asio::io_context io_;
+};
+
+// Every port of every switch, its counters from the attribute its PMA's capabilities name
+// (PortCounters; PortCountersExtended for the data counters with bit 9 or 10; the error counters
+// too with CapabilityMask2 bit 1, and then no PortCounters asked), the optional counters only
+// when their bit is set, and a 32-bit counter pegged at its maximum flagged.
+TEST_F(FabricSweep, EveryPortsCountersComeFromTheAttributeItsPmaNames) {
+  FatTree tree(io_, 2, 4, 2);
+  struct Pma {
+    Guid sw;
+    std::uint16_t mask;
+    std::uint32_t mask2;
+  };
+  const std::vector<Pma> pmas{
+      {FatTree::spine(0), 0, 0},
+      {FatTree::spine(1), kExtended | mad::kPmXmitWaitSupported, 0},
+      {FatTree::leaf(0), mad::kPmExtWidthNoIetf | mad::kPmQp1DropSupported,
+       mad::kPm2AdditionalExtCounters},
+      {FatTree::leaf(1), mad::kPmExtWidthNoIetf | mad::kPmQp1DropSupported,
+       mad::kPm2AdditionalExtCounters},
+      // leaves 3 and 4 answer ClassPortInfo with zeros: PortCounters only
+  };
+  for (const auto& pma : pmas) tree.fabric->pma_capabilities(pma.sw, pma.mask, pma.mask2);
+  auto switches = tree.switches();
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    Guid sw = switches[i];
+    for (int p = 1; p <= tree.ports_of(sw); ++p) {
+      auto n = static_cast<std::uint32_t>(100 * i + p);  // a value of its own per port
+      auto& f = *tree.fabric;
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS, IB_PC_ERR_SYM_F, n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS, IB_PC_XMT_BYTES_F, 1000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS, IB_PC_XMT_WAIT_F, 2000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS, IB_PC_QP1_DROP_F, 3000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_ERR_SYM_F, 10000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_XMT_BYTES_F, (1ull << 40) + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_XMT_WAIT_F, 20000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_QP1_DROP_F, 30000 + n);
+      f.pma_counter(sw, p, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_XMT_UPKTS_F, 40000 + n);
+    }
+  }
+  tree.fabric->pma_counter(FatTree::spine(0), 1, IB_GSI_PORT_COUNTERS, IB_PC_XMT_BYTES_F,
+                           0xffffffffu);
+
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 0);
+  for (std::size_t i = 0; i < switches.size(); ++i) {
+    Guid sw = switches[i];
+    SCOPED_TRACE(hex(sw));
+    mad::PmaCapabilities caps;
+    for (const auto& pma : pmas) {
+      if (pma.sw == sw) caps = {pma.mask, pma.mask2};
+    }
+    EXPECT_EQ(m.value("ibfabric_fabric_switch_pma_capability_mask", {{"node_guid", hex(sw)}}),
+              caps.mask);
+    auto lid = "lid " + std::to_string(tree.lid_of(sw));
+    auto asked = [&](std::uint16_t attribute) {
+      auto all = sent(*tree.fabric, FakeFabric::pma(attribute));
+      return std::count_if(all.begin(), all.end(),
+                           [&](const auto& r) { return r.destination == lid; });
+    };
+    EXPECT_EQ(asked(CLASS_PORT_INFO), 1);
+    EXPECT_EQ(asked(IB_GSI_PORT_COUNTERS), caps.extended_errors() ? 0 : tree.ports_of(sw));
+    EXPECT_EQ(asked(IB_GSI_PORT_COUNTERS_EXT), caps.extended() ? tree.ports_of(sw) : 0);
+    for (int p = 1; p <= tree.ports_of(sw); ++p) {
+      SCOPED_TRACE("port " + std::to_string(p));
+      double n = 100.0 * static_cast<double>(i) + p;
+      auto port = [&](const std::string& name) {
+        return m.port("ibfabric_fabric_port_" + name, sw, p);
+      };
+      EXPECT_EQ(port("symbol_errors_total"), caps.extended_errors() ? 10000 + n : n);
+      if (caps.extended()) {
+        EXPECT_EQ(port("transmit_bytes_total"), 4 * (std::ldexp(1.0, 40) + n));
+      } else if (sw == FatTree::spine(0) && p == 1) {
+        EXPECT_EQ(port("transmit_bytes_total"), 4.0 * 0xffffffffu);
+      } else {
+        EXPECT_EQ(port("transmit_bytes_total"), 4 * (1000 + n));
+      }
+      if (caps.xmit_wait()) {
+        EXPECT_EQ(port("transmit_wait_ticks_total"), 2000 + n);
+      } else {
+        EXPECT_FALSE(port("transmit_wait_ticks_total"));
+      }
+      if (caps.qp1_dropped()) {
+        EXPECT_EQ(port("qp1_dropped_total"), 30000 + n);
+      } else {
+        EXPECT_FALSE(port("qp1_dropped_total"));
+      }
+      if (caps.extended_ietf()) {
+        EXPECT_EQ(port("unicast_transmit_packets_total"), 40000 + n);
+      } else {
+        EXPECT_FALSE(port("unicast_transmit_packets_total"));
+      }
+    }
+  }
+  auto saturated = m.all("ibfabric_fabric_port_counters_saturated");
+  ASSERT_EQ(saturated.size(), 1u);
+  EXPECT_EQ(saturated[0].labels["node_guid"], hex(FatTree::spine(0)));
+  EXPECT_EQ(saturated[0].labels["port"], "1");
+  EXPECT_EQ(saturated[0].labels["counter"], "PortXmitData");
+}
+
+// ClassPortInfo is asked once per switch per discovery; the sweep right after a discovery uses
+// the PortInfo the discovery read, the next asks every port's by LID.
+TEST_F(FabricSweep, ClassPortInfoOncePerDiscoveryPortInfoFromADiscoveryJustRun) {
+  FatTree tree(io_, 2, 4, 2);
+  capabilities(tree, kExtended);
+  FabricConfig config;
+  config.rediscover_every = 2;
+  auto collector = make_collector(io_, tree, config);
+  struct Expect {
+    double discoveries;
+    std::size_t class_port_infos, port_infos_by_lid;
+  };
+  const auto switches = static_cast<std::size_t>(tree.switches().size());
+  const auto ports = static_cast<std::size_t>(tree.switch_ports());
+  for (auto e : {Expect{1, switches, 0}, Expect{1, 0, ports}, Expect{2, switches, 0}}) {
+    tree.fabric->clear_requests();
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    SCOPED_TRACE("collection with " + std::to_string(e.discoveries) + " discoveries");
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_discoveries_total"), e.discoveries);
+    EXPECT_EQ(sent(*tree.fabric, FakeFabric::pma(CLASS_PORT_INFO)).size(), e.class_port_infos);
+    auto port_infos = sent(*tree.fabric, FakeFabric::smp(IB_ATTR_PORT_INFO));
+    auto by_lid = std::count_if(port_infos.begin(), port_infos.end(),
+                                [](const auto& r) { return r.destination.starts_with("lid"); });
+    EXPECT_EQ(static_cast<std::size_t>(by_lid), e.port_infos_by_lid);
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    for (Guid sw : tree.switches()) {
+      for (int p = 1; p <= tree.ports_of(sw); ++p) {
+        EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_state", sw, p)) << hex(sw) << " " << p;
+      }
+    }
+  }
+}
+
+// The series budget (`counters`) filters what is exported, not what is asked: a list keeps
+// only the counters it names (and the PortInfo gauges), errors_and_traffic leaves out the
+// unicast and multicast packet counts; the sweep asks the same MADs either way.
+TEST_F(FabricSweep, TheSeriesBudgetFiltersWhatIsExportedNotWhatIsAsked) {
+  FatTree tree(io_, 1, 2, 2);
+  capabilities(tree, kExtended | mad::kPmXmitWaitSupported);
+  auto counters_of = [](const Exposition& m) {
+    std::set<std::string> out;
+    for (const auto& name : m.names()) {
+      if (name.starts_with("ibfabric_fabric_port_") && name.ends_with("_total")) {
+        out.insert(name.substr(21, name.size() - 21 - 6));
+      }
+    }
+    return out;
+  };
+  std::set<std::string> every;
+  double mads_of_all = 0;
+  {
+    auto collector = make_collector(io_, tree);
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    every = counters_of(c.metrics);
+    mads_of_all = *c.metrics.value("ibfabric_fabric_sweep_mads");
+  }
+  EXPECT_TRUE(every.count("unicast_transmit_packets")) << "a fabric that shows no budget";
+  EXPECT_EQ(every.size(), 21u);  // the 22 but QP1Dropped (its capability bit is not set)
+
+  FabricConfig list;
+  list.counters = {"symbol_errors", "transmit_bytes"};
+  FabricConfig errors_and_traffic;
+  errors_and_traffic.counters = fabric::errors_and_traffic_counters();
+  for (const auto& config : {list, errors_and_traffic}) {
+    auto collector = make_collector(io_, tree, config);
+    tree.fabric->clear_requests();
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    auto exported = counters_of(c.metrics);
+    std::set<std::string> expected;
+    for (const auto& name : every) {
+      if (config.counters.count(name)) expected.insert(name);
+    }
+    EXPECT_EQ(exported, expected);
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_sweep_mads"), mads_of_all);
+    EXPECT_EQ(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_COUNTERS)).size(),
+              static_cast<std::size_t>(tree.switch_ports()));
+    EXPECT_EQ(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT)).size(),
+              static_cast<std::size_t>(tree.switch_ports()));
+    EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_state", FatTree::leaf(0), 1), 4);
+  }
+  EXPECT_FALSE(errors_and_traffic.counters.count("unicast_transmit_packets"));
+  EXPECT_TRUE(errors_and_traffic.counters.count("receive_bytes"));
+}
+
+// error_details: PortRcvErrorDetails and PortXmitDiscardDetails of every switch port, as
+// counters of their own; a PMA that rejects one costs only its series (counted, the port not
+// failed). Off (the default): neither is asked.
+TEST_F(FabricSweep, ErrorDetailsAreReadWhenOn) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  for (Guid sw : tree.switches()) {
+    for (int p = 1; p <= tree.ports_of(sw); ++p) {
+      tree.fabric->pma_counter(sw, p, IB_GSI_PORT_RCV_ERROR_DETAILS, IB_PC_RCV_LOCAL_PHY_ERR_F,
+                               10 + p);
+      tree.fabric->pma_counter(sw, p, IB_GSI_PORT_XMIT_DISCARD_DETAILS, IB_PC_XMT_NEIGH_MTU_DISC_F,
+                               20 + p);
+    }
+  }
+  tree.fabric->reject_pma(FatTree::leaf(1), IB_GSI_PORT_XMIT_DISCARD_DETAILS);
+  {
+    auto collector = make_collector(io_, tree);
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success);
+    EXPECT_TRUE(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_RCV_ERROR_DETAILS)).empty());
+    EXPECT_TRUE(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_XMIT_DISCARD_DETAILS)).empty());
+    EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_receive_local_physical_errors_total",
+                                FatTree::leaf(0), 1));
+  }
+  FabricConfig config;
+  config.error_details = true;
+  auto collector = make_collector(io_, tree, config);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 0);
+  EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                    {{"phase", "sweep"}, {"attribute", "port_xmit_discard_details"}}),
+            tree.ports_of(FatTree::leaf(1)));
+  for (Guid sw : tree.switches()) {
+    for (int p = 1; p <= tree.ports_of(sw); ++p) {
+      SCOPED_TRACE(hex(sw) + " port " + std::to_string(p));
+      EXPECT_EQ(m.port("ibfabric_fabric_port_receive_local_physical_errors_total", sw, p), 10 + p);
+      EXPECT_EQ(m.port("ibfabric_fabric_port_receive_looping_errors_total", sw, p), 0);
+      auto mtu = m.port("ibfabric_fabric_port_transmit_neighbor_mtu_discards_total", sw, p);
+      if (sw == FatTree::leaf(1)) {
+        EXPECT_FALSE(mtu);
+      } else {
+        EXPECT_EQ(mtu, 20 + p);
+      }
+    }
+  }
+}
+
+// The query windows (docs/design.md, "Memory of the fabric sweep"; the documented figures, not
+// SweepRun's constants), as the engine sees them: at most 16 switches have queries out at once,
+// and a switch's next port is asked only while fewer than 12 of its queries are out (a port's
+// queries go together, so at most 11 + a port's queries are). On 20 switches of up to 36 ports
+// both windows fill.
+TEST_F(FabricSweep, QueryWindowsBoundWhatIsOutPerSwitchAndHowManySwitches) {
+  FatTree tree(io_, 4, 16, 1, 31);
+  ASSERT_EQ(tree.leaf_ports, 36);
+  capabilities(tree, kExtended);
+  ASSERT_GT(tree.switches().size(), 16u);
+  for (bool details : {false, true}) {
+    SCOPED_TRACE(details ? "error_details" : "no error details");
+    FabricConfig config;
+    config.error_details = details;
+    auto collector = make_collector(io_, tree, config);
+    ASSERT_TRUE(collect(io_, *collector).result.success);
+    // The second collection: a sweep alone, PortInfo by LID: 3 queries a port (5 with details).
+    tree.fabric->clear_requests();
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    const int per_port = details ? 5 : 3;
+    int widest = 0;
+    for (Guid sw : tree.switches()) {
+      int peak = tree.fabric->peak_in_flight("lid " + std::to_string(tree.lid_of(sw)));
+      EXPECT_LE(peak, 11 + per_port) << hex(sw);
+      widest = std::max(widest, peak);
+    }
+    EXPECT_GE(widest, 12) << "the window was never full";
+    EXPECT_EQ(tree.fabric->peak_destinations(), 16);
+  }
+}
+
+// keep_unread: a port whose queries are lost keeps the values it was last read with, with its
+// age in port_stale_seconds, counted stale and failed; only the lost parts are taken from
+// memory; the timeouts are counted per switch; once it answers, it is current again.
+TEST_F(FabricSweep, ALostPortKeepsItsLastValuesWithTheirAge) {
+  FatTree tree(io_, 1, 2, 2);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(0);
+  extended_data(tree, leaf, 3, 1000);
+  extended_data(tree, leaf, 4, 1000);
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success);
+  EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 4000);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(leaf)}}),
+            0);
+
+  extended_data(tree, leaf, 3, 2000);
+  extended_data(tree, leaf, 4, 2000);
+  tree.fabric->lose(leaf, 100, 3);  // PortInfo, PortCounters, PortCountersExtended of port 3
+  c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.port("ibfabric_fabric_port_state", leaf, 3), 4);
+  EXPECT_EQ(m.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 4000);
+  EXPECT_EQ(m.port("ibfabric_fabric_port_symbol_errors_total", leaf, 3), 0);
+  auto age = m.port("ibfabric_fabric_port_stale_seconds", leaf, 3);
+  ASSERT_TRUE(age);
+  EXPECT_GE(*age, 0);
+  EXPECT_EQ(m.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 4), 8000);
+  EXPECT_EQ(m.all("ibfabric_fabric_port_stale_seconds").size(), 1u);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), 1);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 1);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_swept"), tree.switch_ports() - 1);
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(leaf)}}), 3);
+  for (const char* attribute : {"port_info", "port_counters", "port_counters_extended"}) {
+    EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                      {{"phase", "sweep"}, {"attribute", attribute}}),
+              1)
+        << attribute;
+  }
+
+  c = collect(io_, *collector);  // still lost: older
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  auto older = c.metrics.port("ibfabric_fabric_port_stale_seconds", leaf, 3);
+  ASSERT_TRUE(older);
+  EXPECT_GT(*older, *age);
+  EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 4000);
+
+  // Only PortCountersExtended lost: the state and the PortCounters values are current, the data
+  // counters kept.
+  tree.fabric->lose(leaf, 0, 3);
+  tree.fabric->lose(leaf, 100, 3, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT));
+  tree.fabric->pma_counter(leaf, 3, IB_GSI_PORT_COUNTERS, IB_PC_ERR_SYM_F, 5);
+  extended_data(tree, leaf, 3, 3000);
+  c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", leaf, 3), 5);
+  EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 4000);
+  EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_stale_seconds", leaf, 3));
+
+  tree.fabric->lose(leaf, 0, 3, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT));
+  c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 12000);
+  EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_stale_seconds").empty());
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_stale"), 0);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), 0);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(leaf)}}),
+            3 + 3 + 1);
+}
+
+// Past keep_unread the values of a lost port go (here keep_unread is shorter than the time
+// between two sweeps); keep_unread: 0 keeps nothing. The port is failed, not stale.
+TEST_F(FabricSweep, PastKeepUnreadALostPortsValuesGo) {
+  for (auto keep : {std::chrono::nanoseconds{1}, std::chrono::nanoseconds{0}}) {
+    SCOPED_TRACE("keep_unread " + std::to_string(keep.count()) + "ns");
+    FatTree tree(io_, 1, 2, 2);
+    capabilities(tree, kExtended);
+    const Guid leaf = FatTree::leaf(0);
+    FabricConfig config;
+    config.keep_unread = keep;
+    auto collector = make_collector(io_, tree, config);
+    ASSERT_TRUE(collect(io_, *collector).result.success);
+    tree.fabric->lose(leaf, 100, 3);
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_state", leaf, 3));
+    EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3));
+    EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_stale_seconds").empty());
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_stale"), 0);
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), 1);
+    EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_state", leaf, 2), 4);
+  }
+}
+
+// A sweep in which no switch answers anything is a failed collection, not a lossy cable: it
+// takes nothing from memory and publishes only what it read; the next collection rediscovers.
+TEST_F(FabricSweep, ASweepInWhichNoSwitchAnswersTakesNothingFromMemory) {
+  FatTree tree(io_, 1, 2, 2);
+  capabilities(tree, kExtended);
+  auto collector = make_collector(io_, tree);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  for (Guid sw : tree.switches()) tree.fabric->stop(sw);
+  auto c = collect(io_, *collector);
+  EXPECT_FALSE(c.result.success);
+  EXPECT_EQ(c.result.error, "no switch of this shard answered");
+  EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_state").empty());
+  EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_stale_seconds").empty());
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_stale"), 0);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), tree.switch_ports());
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 0);
+  for (Guid sw : tree.switches()) tree.fabric->stop(sw, false);
+  c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_discoveries_total"), 2);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+}
+
+// A switch that stops answering while the rest of the fabric answers: its ports keep their
+// values (stale), its timeouts are counted, and the next collection discovers again, which
+// keeps the switch it could not reach.
+TEST_F(FabricSweep, ASwitchThatStopsAnsweringIsKeptAndLookedForAgain) {
+  FatTree tree(io_, 1, 2, 2);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(1);
+  FabricConfig config;
+  config.rediscover_every = 100;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->stop(leaf);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const int ports = tree.ports_of(leaf);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_discoveries_total"), 1);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 2);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_stale"), ports);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(leaf)}}),
+            3 * ports);
+  for (int p = 1; p <= ports; ++p) {
+    EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_state", leaf, p), p <= 3 ? 4 : 1) << p;
+    EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_stale_seconds", leaf, p)) << p;
+  }
+  c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_discoveries_total"), 2);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_nodes", {{"node_type", "switch"}}), 3);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_nodes", {{"node_type", "CA"}}), 4);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_stale"), ports);
+}
+
+// A lost ClassPortInfo (asked once per discovery) is replaced by the capabilities the switch
+// answered last, so the port counters are still asked and exported; a switch that never
+// answered it has no counters (its ports failed).
+TEST_F(FabricSweep, ALostClassPortInfoUsesTheCapabilitiesLastAnswered) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(0);
+  FabricConfig config;
+  config.rediscover_every = 1;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->lose(leaf, 100, std::nullopt, FakeFabric::pma(CLASS_PORT_INFO));
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_query_errors_total",
+                            {{"phase", "sweep"}, {"attribute", "class_port_info"}}),
+            1);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), 0);
+  EXPECT_EQ(
+      c.metrics.value("ibfabric_fabric_switch_pma_capability_mask", {{"node_guid", hex(leaf)}}),
+      kExtended);
+  for (int p = 1; p <= tree.ports_of(leaf); ++p) {
+    EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_unicast_transmit_packets_total", leaf, p), 0);
+  }
+
+  auto fresh = make_collector(io_, tree, config);
+  c = collect(io_, *fresh);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), tree.ports_of(leaf));
+  EXPECT_FALSE(
+      c.metrics.value("ibfabric_fabric_switch_pma_capability_mask", {{"node_guid", hex(leaf)}}));
+  for (int p = 1; p <= tree.ports_of(leaf); ++p) {
+    EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", leaf, p));
+  }
+  EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", FatTree::leaf(1), 1));
+}
+
+// A switch the SM has given no routable LID is not asked by LID: its ports fail, counted under
+// attribute "lid".
+TEST_F(FabricSweep, ASwitchWithoutARoutableLidIsCountedFailed) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(1);
+  tree.fabric->add({leaf, IB_NODE_SWITCH, tree.leaf_ports, "leaf-2", 0});
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_query_errors_total",
+                            {{"phase", "sweep"}, {"attribute", "lid"}}),
+            1);
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), tree.ports_of(leaf));
+  EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", leaf, 1));
+  EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", FatTree::leaf(0), 1));
+}
+
+// Link memory: a cable that went down is still named in link_info (its switch port DOWN) for
+// link_memory after discovery last saw it; with a link_memory shorter than a sweep, it is not.
+TEST_F(FabricSweep, LinkMemoryNamesACableThatWentDown) {
+  for (auto memory :
+       {std::chrono::nanoseconds{std::chrono::hours(24)}, std::chrono::nanoseconds{1}}) {
+    SCOPED_TRACE("link_memory " + std::to_string(memory.count()) + "ns");
+    FatTree tree(io_, 1, 2, 2);
+    const Guid leaf = FatTree::leaf(1);
+    FabricConfig config;
+    config.rediscover_every = 1;
+    config.link_memory = memory;
+    auto collector = make_collector(io_, tree, config);
+    ASSERT_TRUE(collect(io_, *collector).result.success);
+    tree.fabric->unplug(leaf, 2);  // host-2-1
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_EQ(c.metrics.port("ibfabric_fabric_port_state", leaf, 2), 1);
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_nodes", {{"node_type", "CA"}}), 3);
+    auto link =
+        c.metrics.all("ibfabric_fabric_link_info", {{"node_guid", hex(leaf)}, {"port", "2"}});
+    if (memory.count() > 1) {
+      ASSERT_EQ(link.size(), 1u);
+      EXPECT_EQ(link[0].labels["remote_node_name"], "host-2-1 mlx5_0");
+      EXPECT_EQ(link[0].labels["remote_node_guid"], hex(FatTree::host(1, 0)));
+    } else {
+      EXPECT_TRUE(link.empty());
+    }
+    EXPECT_EQ(c.metrics.all("ibfabric_fabric_link_info", {{"node_guid", hex(leaf)}, {"port", "3"}})
+                  .size(),
+              1u);
+  }
+}
+
+}  // namespace
+}  // namespace ibfabric::fabric_test
