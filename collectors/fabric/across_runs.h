@@ -5,6 +5,7 @@
 // through `mad`, whose Client drops their callbacks when the collector goes.
 
 #include "collectors/fabric/fabric_model.h"
+#include "config/config.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
 #include "core/state_store.h"
@@ -42,6 +43,9 @@ struct FabricConfig {
   // How long a switch port that cannot be read (its queries lost) keeps the values it was last
   // read with, and a switch a discovery missed stays in the topology. 0: not at all.
   std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
+  // The configuration's PortXmitWait ticks (top-level transmit_wait_ticks), for the switches
+  // core/transmit_wait_tick.h does not know.
+  std::vector<TransmitWaitTickRule> transmit_wait_ticks;
 };
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

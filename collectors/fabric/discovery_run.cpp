@@ -68,6 +68,9 @@ void DiscoveryRun::node_info(std::vector<std::uint8_t> route, std::uint64_t pare
           local_port_ = node.local_port;
         }
         if (!topology_->add_node(node.guid, node.type, node.num_ports, route)) return;
+        auto* added = topology_->find(node.guid);
+        added->vendor_id = node.vendor_id;
+        added->device_id = node.device_id;
         explore(node.guid, node.type, node.num_ports, route);
       });
 }

@@ -301,6 +301,7 @@ CollectorSpec spec() {
                                     std::to_string(c.shards));
         }
         section.finish();
+        c.transmit_wait_ticks = *context.transmit_wait_ticks;
         return std::make_unique<FabricCollector>(context.io, context.mad_engine, std::move(c),
                                                  context.node_names, context.state_directory);
       }};

@@ -41,6 +41,8 @@ struct Node {
   std::uint64_t guid = 0;
   int type = 0;  // IB_NODE_CA, IB_NODE_SWITCH or IB_NODE_ROUTER
   int num_ports = 0;
+  std::uint32_t vendor_id = 0;  // NodeInfo VendorID and DeviceID (the PortXmitWait tick)
+  std::uint32_t device_id = 0;
   std::string description;
   bool description_read = false;    // NodeDescription answered (else `description` is empty)
   std::vector<std::uint8_t> route;  // directed route the node was first reached by

@@ -1,6 +1,7 @@
 #include "collectors/fabric/sweep_run.h"
 
 #include "core/text_format.h"
+#include "core/transmit_wait_tick.h"
 
 #include <spdlog/spdlog.h>
 
@@ -405,6 +406,16 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
     out.gauge("ibfabric_fabric_switch_pma_capability_mask",
               "CapabilityMask of the switch's Performance Management agent (ClassPortInfo).",
               {{"node_guid", guid}}, sw.caps->mask);
+    if (sw.caps->xmit_wait() && exported("transmit_wait_ticks")) {
+      if (auto tick = transmit_wait_tick(sw.node->vendor_id, sw.node->device_id,
+                                         kept_.config.transmit_wait_ticks)) {
+        out.gauge("ibfabric_fabric_node_transmit_wait_tick_bytes",
+                  "One PortXmitWait tick of this switch is the time this many bytes take to "
+                  "send at a port's data rate (per=\"port\") or at one lane's (per=\"lane\"); "
+                  "absent where its tick is not known (docs/collectors.md#congested-time).",
+                  {{"node_guid", guid}, {"per", tick->per_lane ? "lane" : "port"}}, tick->bytes);
+      }
+    }
   }
   auto& port_labels = kept_.labels.ports[sw.node->guid];
   if (port_labels.size() != sw.ports.size()) {

@@ -223,6 +223,47 @@ TEST_F(FabricSweep, TheSeriesBudgetFiltersWhatIsExportedNotWhatIsAsked) {
   EXPECT_TRUE(errors_and_traffic.counters.count("receive_bytes"));
 }
 
+// What one PortXmitWait tick is, per switch, from its NodeInfo VendorID and DeviceID
+// (core/transmit_wait_tick.h) or the configuration; only where XmitWait is read and exported.
+TEST_F(FabricSweep, EachSwitchsPortXmitWaitTickComesFromItsDevice) {
+  FatTree tree(io_, 2, 2, 1);
+  auto& f = *tree.fabric;
+  f.add({FatTree::spine(0), IB_NODE_SWITCH, 2, "spine-1", 1, 0x0002c9, 0xd2f2});  // Quantum-2
+  f.add({FatTree::spine(1), IB_NODE_SWITCH, 2, "spine-2", 2, 0x0002c9, 0xcf08});  // Switch-IB 2
+  f.add({FatTree::leaf(1), IB_NODE_SWITCH, tree.leaf_ports, "leaf-2", 102, 0x0002c9, 0xd2f1});
+  capabilities(tree, mad::kPmXmitWaitSupported);
+  auto tick = [](const Exposition& m, Guid sw, const char* per) {
+    return m.value("ibfabric_fabric_node_transmit_wait_tick_bytes",
+                   {{"node_guid", hex(sw)}, {"per", per}});
+  };
+  FabricConfig config;
+  config.transmit_wait_ticks = {{0x0002c9, 0xd2f1, 16, false}};
+  {
+    auto collector = make_collector(io_, tree, config);
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_EQ(tick(c.metrics, FatTree::spine(0), "port"), 8);
+    EXPECT_EQ(tick(c.metrics, FatTree::spine(1), "lane"), 32);
+    EXPECT_EQ(tick(c.metrics, FatTree::leaf(1), "port"), 16);
+    EXPECT_EQ(c.metrics.all("ibfabric_fabric_node_transmit_wait_tick_bytes").size(), 3u)
+        << "leaf-1 (DeviceID 0) has no tick";
+  }
+  config.counters = {"symbol_errors"};
+  {
+    auto collector = make_collector(io_, tree, config);
+    auto c = collect(io_, *collector);
+    EXPECT_TRUE(c.metrics.all("ibfabric_fabric_node_transmit_wait_tick_bytes").empty())
+        << "no tick where PortXmitWait is not in the series budget";
+  }
+  capabilities(tree, 0);
+  {
+    auto collector = make_collector(io_, tree);
+    auto c = collect(io_, *collector);
+    EXPECT_TRUE(c.metrics.all("ibfabric_fabric_node_transmit_wait_tick_bytes").empty())
+        << "no tick where the PMA has no PortXmitWait";
+  }
+}
+
 // error_details: PortRcvErrorDetails and PortXmitDiscardDetails of every switch port, as
 // counters of their own; a PMA that rejects one costs only its series (counted, the port not
 // failed). Off (the default): neither is asked.
