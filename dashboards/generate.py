@@ -383,16 +383,17 @@ def fabric_overview():
                        "(recording rule ibfabric:switch_port_transmit_wait_share:rate5m), top 10, "
                        "with its tier.", "percentunit",
                        target("topk(10, %s)" % share, SWITCH_LEGEND + " {{tier}}")), 12, 8)
+    over_day = ("topk(20, max by (node_name, port, remote_node_name, remote_port, tier) "
+                "(%s_over_time(ibfabric:switch_port_transmit_wait_share:rate5m{%s}[1d]) "
+                "* on (node_guid, port) group_left (node_name, remote_node_name, remote_port, "
+                "tier) ibfabric:switch_port_tier))")
     lay.add(table("Most congested switch ports over a day",
                   "The switch ports that waited the most, over the last day: the highest share "
                   "of 5 minutes, and the day's average, top 20. A port at the top every day is "
                   "a placement or routing matter, not a burst.", "percentunit",
-                  target("topk(20, max by (node_name, port, remote_node_name, remote_port, tier) "
-                         "(max_over_time((%s)[1d:5m])))" % share, "worst 5 minutes",
-                         instant=True, fmt="table"),
-                  target("topk(20, max by (node_name, port, remote_node_name, remote_port, tier) "
-                         "(avg_over_time((%s)[1d:5m])))" % share, "day's average", ref="B",
-                         instant=True, fmt="table")), 12, 8)
+                  target(over_day % ("max", fsel), "worst 5 minutes", instant=True, fmt="table"),
+                  target(over_day % ("avg", fsel), "day's average", ref="B", instant=True,
+                         fmt="table")), 12, 8)
     lay.add(timeseries("Switch ports waiting where the tick is not known: ticks per word",
                        "PortXmitWait ticks per 4-octet word sent over 5 minutes, top 10, for "
                        "switches whose tick the daemon does not know (not a Quantum, Switch-IB "

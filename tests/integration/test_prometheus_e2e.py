@@ -4,7 +4,9 @@ nodes, and Debian's `prometheus` scraping them every second with the shipped ale
 - every query of every shipped dashboard (variables substituted) returns data (the RoCE/EFA
   dashboard's from a third daemon reading the `roce` and `efa` fixture trees);
 - injected faults make the matching alerts fire in that Prometheus, and clearing them resolves
-  the alerts;
+  the alerts; among them congestion: PortXmitWait raised steadily on a switch port drawn at
+  random names it as a hot spot with its tier and both ends, head-of-queue lifetime discards
+  on another name its receiver as stuck;
 - a live scrape of each daemon (ports, sm and fabric collectors, probes, sriov, sysfs) passes
   `promtool check metrics` with nothing printed: no error and no lint warning.
 
@@ -14,10 +16,12 @@ thresholds are unchanged.
 """
 
 import os
+import random
 import re
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 import unittest
 
@@ -33,6 +37,22 @@ SM_NODE = "sm-node mlx5_0"
 STANDBY_SM_NODE = "gpu-node-03 mlx5_0"
 NODES = ["gpu-node-01 mlx5_0", "gpu-node-02 mlx5_0"]
 SHORT_FOR = "3s"
+# The demo's switch ports with a cable: (switch, port, far end, far port, tier), and the names
+# config/demo/ib-node-name-map gives them (sm-node keeps its NodeDescription).
+DEMO_SWITCH_PORTS = [
+    ("spine-1", 1, "leaf-1", 5, "spine"), ("spine-1", 2, "leaf-2", 5, "spine"),
+    ("spine-2", 1, "leaf-1", 6, "spine"), ("spine-2", 2, "leaf-2", 6, "spine"),
+    ("leaf-1", 1, "gpu-node-01 mlx5_0", 1, "host_downlink"),
+    ("leaf-1", 2, "gpu-node-02 mlx5_0", 1, "host_downlink"),
+    ("leaf-1", 5, "spine-1", 1, "leaf_uplink"), ("leaf-1", 6, "spine-2", 1, "leaf_uplink"),
+    ("leaf-2", 1, "gpu-node-03 mlx5_0", 1, "host_downlink"),
+    ("leaf-2", 2, "sm-node mlx5_0", 1, "host_downlink"),
+    ("leaf-2", 5, "spine-1", 2, "leaf_uplink"), ("leaf-2", 6, "spine-2", 2, "leaf_uplink"),
+]
+DEMO_NAMES = {"spine-1": "spine-01 (row B)", "spine-2": "spine-02 (row B)",
+              "leaf-1": "leaf-a01 (rack A1)", "leaf-2": "leaf-a02 (rack A2)",
+              "gpu-node-01 mlx5_0": "gpu-node-01", "gpu-node-02 mlx5_0": "gpu-node-02",
+              "gpu-node-03 mlx5_0": "gpu-node-03", "sm-node mlx5_0": "sm-node mlx5_0"}
 # Grafana's $__rate_interval with a 1s scrape interval: four scrapes.
 RATE_INTERVAL = "4s"
 
@@ -77,7 +97,7 @@ class PrometheusEndToEnd(unittest.TestCase):
                             "  ports: {interval: 1s}\n"
                             "  sriov: {interval: 1s}\n"
                             "  sm: {interval: 1s}\n"
-                            "  fabric: {enabled: %s, interval: 2s}\n"
+                            "  fabric: {enabled: %s, interval: 2s, error_details: true}\n"
                             % ("true" if fabric_on else "false") + probe_config[i])
                 configs.append(config)
             extra = [[], ["--sysfs-root", fixture("sysfs", "sriov-ib")]]
@@ -204,6 +224,98 @@ class PrometheusEndToEnd(unittest.TestCase):
         [alert] = self.prom.firing_alerts("IbfabricSwitchPortErrors")
         self.assertIn("Port 5 of switch leaf-a01 (rack A1) (cabled to spine-01 (row B) port 1)",
                       alert["annotations"]["description"])
+
+    def switch_port_guid(self, switch, port):
+        """The GUID of a demo switch, as the fabric sweep names its port `port`."""
+        name = DEMO_NAMES[switch]
+        found = self.prom.wait_for(lambda: self.prom.query(
+            'ibfabric_fabric_link_info{node_name="%s",port="%d"}' % (name, port)), 30,
+            "%s port %d swept" % (name, port))
+        return found[0]["metric"]["node_guid"]
+
+    def test_5c_steady_xmit_wait_on_a_switch_port_names_a_hot_spot(self):
+        # A switch port drawn at random (the seed is printed for a replay) waits for credits a
+        # third of the time: ibsim has no traffic of its own, so its PortXmitWait is raised
+        # steadily, at the ticks a second that share means at the port's data rate with its
+        # switch's tick (a Quantum-2's 8 bytes, config/demo/fabric.topo), both as the daemon
+        # reports them. The 32-bit field is set back to 0 before it would peg (rate() takes
+        # that for a counter reset).
+        seed = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
+        switch, port, far, far_port, tier = random.Random(seed).choice(DEMO_SWITCH_PORTS)
+        print("congested: %s[%d] (seed %d)" % (switch, port, seed))
+        guid = self.switch_port_guid(switch, port)
+        rate = self.prom.wait_for(lambda: self.prom.query(
+            'ibfabric_fabric_port_effective_rate_bytes_per_second{node_guid="%s",port="%d"}'
+            % (guid, port)), 30, "the port's data rate")[0]["value"][1]
+        tick = self.prom.wait_for(lambda: self.prom.query(
+            'ibfabric_fabric_node_transmit_wait_tick_bytes{node_guid="%s",per="port"}' % guid),
+            30, "the switch's tick")[0]["value"][1]
+        self.assertEqual(float(tick), 8.0, "a Quantum-2 counts 8 bytes a tick")
+        share = 1 / 3
+        per_second = share * float(rate) / float(tick)
+        stop = threading.Event()
+
+        def wait():
+            start = time.monotonic()
+            while not stop.wait(0.25):
+                ticks = int(per_second * (time.monotonic() - start)) % 4_000_000_000
+                self.fabric.command('PerformanceSet "%s"[%d] PortCounters.PortXmitWait=%d'
+                                    % (switch, port, ticks), settle=0)
+        waiter = threading.Thread(target=wait)
+        waiter.start()
+        try:
+            [labels] = self.wait_firing("IbfabricCongestionHotSpot", node_guid=guid,
+                                        port=str(port))
+            self.assertEqual((labels["node_name"], labels["remote_node_name"],
+                              labels["remote_port"], labels["tier"], labels["role"],
+                              labels["unit"]),
+                             (DEMO_NAMES[switch], DEMO_NAMES[far], str(far_port), tier, "root",
+                              "share"))
+            # The share the rules compute, over a window of a few 2 s sweeps of a counter set
+            # every 0.25 s: about a third.
+            value = float(self.prom.query(
+                'ibfabric:switch_port_transmit_wait_share:rate5m{node_guid="%s",port="%d"}'
+                % (guid, port))[0]["value"][1])
+            self.assertAlmostEqual(value, share, delta=0.12)
+            [alert] = [a for a in self.prom.firing_alerts("IbfabricCongestionHotSpot")
+                       if a["labels"]["node_guid"] == guid]
+            self.assertIn("Port %d of switch %s (cabled to %s port %d) waited for credits "
+                          % (port, DEMO_NAMES[switch], DEMO_NAMES[far], far_port),
+                          alert["annotations"]["description"])
+        finally:
+            stop.set()
+            waiter.join()
+            self.fabric.command('PerformanceSet "%s"[%d] PortCounters.PortXmitWait=0'
+                                % (switch, port))
+        self.wait_resolved("IbfabricCongestionHotSpot", node_guid=guid)
+
+    def test_5d_head_of_queue_discards_name_a_stuck_receiver(self):
+        # Another switch port (its far end a host, so the receiver is named) discards packets
+        # past the head-of-queue lifetime: the sweep reads PortXmitDiscardDetails
+        # (error_details: true here).
+        seed = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
+        switch, port, far, far_port, tier = random.Random(seed + 1).choice(
+            [p for p in DEMO_SWITCH_PORTS if p[4] == "host_downlink"])
+        print("stuck receiver behind: %s[%d] (seed %d)" % (switch, port, seed))
+        guid = self.switch_port_guid(switch, port)
+        self.fabric.command('PerformanceSet "%s"[%d] '
+                            'PortXmitDiscardDetails.PortSwHOQLifetimeLimitDiscards=40'
+                            % (switch, port))
+        try:
+            [labels] = self.wait_firing("IbfabricStuckReceiver", node_guid=guid, port=str(port))
+            self.assertEqual((labels["remote_node_name"], labels["tier"]),
+                             (DEMO_NAMES[far], "host_downlink"))
+            [alert] = [a for a in self.prom.firing_alerts("IbfabricStuckReceiver")
+                       if a["labels"].get("node_guid") == guid]
+            self.assertIn("Port %d of switch %s (cabled to %s port %d) discarded "
+                          % (port, DEMO_NAMES[switch], DEMO_NAMES[far], far_port),
+                          alert["annotations"]["description"])
+            self.assertIn("the receiver at the far end (%s) is not taking packets"
+                          % DEMO_NAMES[far], alert["annotations"]["description"])
+        finally:
+            self.fabric.command('PerformanceSet "%s"[%d] '
+                                'PortXmitDiscardDetails.PortSwHOQLifetimeLimitDiscards=0'
+                                % (switch, port))
 
     def test_6_collector_failing_fires_and_resolves(self):
         # Last: a frozen simulator disturbs everything (the SMs time out too). Every MAD times
