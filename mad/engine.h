@@ -58,9 +58,9 @@ struct EngineConfig {
   bool operator==(const EngineConfig&) const = default;
 };
 
-// Reads the `mad:` section (keys: ca, port, timeout, retries, max_in_flight,
-// max_in_flight_per_destination, rate_limit, rate_burst, max_queued, reopen_backoff,
-// reopen_backoff_max) and calls section.finish(). Throws ConfigError.
+// Reads the `mad:` section (its keys: docs/configuration.md, "`mad`", which
+// tests/unit/config_keys_test.cpp ties to this parser) and calls section.finish(). Throws
+// ConfigError.
 EngineConfig parse_engine_config(ConfigSection& section);
 
 // Management classes the engine knows by name (any other class number works too).

@@ -31,10 +31,8 @@
 
 namespace ibfabric::fabric {
 
-// name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
-//   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63,
-//   counters: all | errors_and_traffic | [symbol_errors, receive_bytes, ...],
-//   error_details: false, link_memory: 24h, keep_unread: 10m
+// name "fabric", off by default, every 60s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `fabric`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
 // The counter names `counters:` accepts, and those `errors_and_traffic` stands for.

@@ -29,8 +29,8 @@ struct PathsConfig {
   int max_hops = 32;  // cables per leg
 };
 
-// name "paths", off by default, every 30s. Keys: refresh, verify_every, max_mads_per_run,
-// max_hops.
+// name "paths", off by default, every 30s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `paths`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
 // Keeps what lives across runs (PathsState) and builds a PathsRun per collection.

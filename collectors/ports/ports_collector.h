@@ -17,12 +17,8 @@
 
 namespace ibfabric::ports {
 
-// name "ports", enabled by default, every 15s. Config keys (besides enabled and interval):
-//   devices: [mlx5_0, ...]   only these CAs (default: all)
-//   peers: true              also read the port on the other end of each link
-//   error_details: true      PortRcvErrorDetails and PortXmitDiscardDetails of both ends
-//   link_memory: 24h         how long the far end of a cable is remembered once it is gone
-//   keep_unread: 10m         how long a side whose queries were lost keeps its last values
+// name "ports", enabled by default, every 15s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `ports`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
 struct PortsConfig {

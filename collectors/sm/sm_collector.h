@@ -18,9 +18,8 @@
 
 namespace ibfabric::sm {
 
-// name "sm", enabled by default, every 15s. Config keys (besides enabled and interval):
-//   devices: [mlx5_0, ...]   only these CAs (default: all)
-//   subnet: true             also list every SM of the subnet (SA table + SMInfo from each)
+// name "sm", enabled by default, every 15s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `sm`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
 // Keeps what lives across runs (SmCollectorState) and builds an SmRun per collection.

@@ -20,12 +20,8 @@ namespace ibfabric::sriov {
 struct PfLink;
 struct PfInventory;
 
-// name "sriov", enabled by default, every 15s. Config keys (besides enabled and interval):
-//   netlink: true          read per-VF counters and settings over rtnetlink
-//   netlink_timeout: 1s    bound on the whole RTM_GETLINK dump (SO_RCVTIMEO)
-//   kubelet_socket: /var/lib/kubelet/pod-resources/kubelet.sock   which pod holds each VF;
-//                          "" turns it off; a missing socket is skipped silently every run
-//   kubelet_timeout: 2s    deadline of one pod-resources List call
+// name "sriov", enabled by default, every 15s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `sriov`" (tests/unit/config_keys_test.cpp ties the two).
 // A BlockingCollector: sysfs reads, the dump and the kubelet call run on a worker thread.
 CollectorSpec spec();
 

@@ -19,11 +19,10 @@
 
 namespace ibfabric::sysfs {
 
-// name "sysfs", enabled by default, every 15s. Config keys (besides enabled and interval):
-//   devices: [mlx5_0, ...]   only these devices (default: all)
-//   devices_include: REGEX   only devices whose whole name matches (ECMAScript)
-//   devices_exclude: REGEX   not the devices whose whole name matches
-// A device is read when it passes all three (exclude wins over include and devices).
+// name "sysfs", enabled by default, every 15s. Its keys are read in spec() and documented in
+// docs/configuration.md, "Collector `sysfs`" (tests/unit/config_keys_test.cpp ties the two).
+// A device is read when it passes `devices`, `devices_include` and `devices_exclude` (exclude
+// wins).
 CollectorSpec spec();
 
 class SysfsCollector final : public BlockingCollector {
