@@ -4,6 +4,8 @@
 
 #include "collectors/collector.h"
 
+#include <boost/asio/io_context.hpp>
+
 #include <gtest/gtest.h>
 #include <spdlog/sinks/ostream_sink.h>
 #include <spdlog/spdlog.h>
@@ -23,6 +25,17 @@ inline CollectResult collect(Collector& collector) {
   std::optional<CollectResult> result;
   collector.collect([&](CollectResult r) { result = std::move(r); });
   EXPECT_TRUE(result) << "collect() returned without calling done";
+  return result ? std::move(*result) : CollectResult{};
+}
+
+// One collection of a collector that runs on `io`, run until the loop has nothing left to do
+// (a port listing's thread, then a fake engine's answers).
+inline CollectResult collect_on(boost::asio::io_context& io, Collector& collector) {
+  std::optional<CollectResult> result;
+  collector.collect([&](CollectResult r) { result = std::move(r); });
+  io.restart();
+  io.run();
+  EXPECT_TRUE(result) << "the run never ended";
   return result ? std::move(*result) : CollectResult{};
 }
 

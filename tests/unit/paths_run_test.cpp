@@ -97,15 +97,7 @@ class PathsRunTest : public ::testing::Test {
     return std::make_unique<PathsCollector>(context_, config);
   }
 
-  // One collection, run until the loop has nothing left to do (the fake answers at once).
-  CollectResult collect(Collector& c) {
-    std::optional<CollectResult> result;
-    c.collect([&](CollectResult r) { result = std::move(r); });
-    io_.restart();
-    io_.run();
-    EXPECT_TRUE(result) << "the run never ended";
-    return result ? std::move(*result) : CollectResult{};
-  }
+  CollectResult collect(Collector& c) { return test_support::collect_on(io_, c); }
   // The same, expected to succeed; its metrics, and the LFT blocks it read.
   MetricFamilies run(Collector& c) {
     auto before = tree_.fabric->count_asked(IB_ATTR_LINEARFORWTBL);

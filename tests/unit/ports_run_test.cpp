@@ -61,16 +61,7 @@ class PortsRunTest : public ::testing::Test {
         [port] { return std::vector<mad::LocalPort>{port}; });
   }
 
-  // One collection, run until the loop has nothing left to do (the port listing's thread, then
-  // the fake's answers).
-  CollectResult collect(Collector& c) {
-    std::optional<CollectResult> result;
-    c.collect([&](CollectResult r) { result = std::move(r); });
-    io_.restart();
-    io_.run();
-    EXPECT_TRUE(result) << "the run never ended";
-    return result ? std::move(*result) : CollectResult{};
-  }
+  CollectResult collect(Collector& c) { return test_support::collect_on(io_, c); }
   MetricFamilies run(Collector& c) {
     auto r = collect(c);
     EXPECT_TRUE(r.success) << r.error;
