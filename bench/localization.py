@@ -21,8 +21,9 @@ Scenarios (drawn from `--seed`, printed; `--seed N --only ID` replays one):
   two_drops       two of the drops above on different cables
   drop_and_stall  one drop and one stall of a host whose cable it is not
   clean           nothing
-with P from {1, 2, 3, 5, 10, 30}; the first seven fault specs take the kinds in this order,
-later ones any kind. Every fault spec runs twice: under a full mesh (every host probes every
+with P from {1, 2, 3, 5, 10, 30}; fault specs 0 to 6 take the kinds in the order host, leaf_up,
+stall, clean, spine, two_drops, drop_and_stall (so that 14 scenarios cover each kind under both
+probing modes), later ones any kind. Every fault spec runs twice: under a full mesh (every host probes every
 other) and under sparse probing (every host probes 2 or 3 peers drawn from the seed, as each
 node would at 10,000 nodes). Full-mesh scenarios run first on one fabric, then the sparse
 ones on another (the daemons are kept between the scenarios of one probing mode).
