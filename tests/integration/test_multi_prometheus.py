@@ -49,7 +49,9 @@ VM_DEFAULT = os.path.join(DEPLOY, "victoria-metrics", "victoria-metrics.default"
 VMALERT_UNIT = os.path.join(DEPLOY, "victoria-metrics", "vmalert.service")
 SHARDS = 2
 # 4 leaves, 2 spines, 2 HCAs per leaf: 6 switches of 8 ports (48 switch ports), 8 HCAs.
-TOPOLOGY = fattree(leaves=4, spines=2, hcas_per_leaf=2)
+# Quantum-2 switches (a known PortXmitWait tick, so the congestion panels have a share of time)
+# and ConnectX-7 HCAs, as the demo's fabric.
+TOPOLOGY = fattree(leaves=4, spines=2, hcas_per_leaf=2, device_ids=(0x2C9, 0xD2F2, 0x1021))
 SM_NODE = "node-001 mlx5_0"
 RATE_INTERVAL = "4s"  # Grafana's $__rate_interval at a 1s scrape interval
 # Left out of "fires nothing on a healthy fabric": the probes run over loopback between daemons
@@ -149,7 +151,7 @@ class MultiPrometheusTest(unittest.TestCase):
         }
         cls.instances = {}  # instance -> (fabric shard, Prometheus shard)
         for i, (node, fabric_shard, prom_shard, role, args) in enumerate(DAEMONS):
-            fabric = ("{enabled: true, interval: 1s, shards: %d, shard: %d}"
+            fabric = ("{enabled: true, interval: 1s, shards: %d, shard: %d, error_details: true}"
                       % (SHARDS, fabric_shard) if fabric_shard is not None
                       else "{enabled: false}")
             config = os.path.join(cls.tmp.name, "ibfabricd-%d.yaml" % i)
@@ -279,7 +281,8 @@ class MultiPrometheusTest(unittest.TestCase):
             missing = [q for q in missing if not self.vm.query(q[2])]
             if missing:
                 time.sleep(1)
-        self.assertEqual(missing, [], "dashboard queries without data in VictoriaMetrics")
+        self.assertEqual([(q[0], q[1]) for q in missing], [],
+                         "dashboard queries without data in VictoriaMetrics")
 
     def test_5_every_rule_evaluates_and_none_fires_on_a_healthy_fabric(self):
         shipped = rule_exprs()

@@ -30,8 +30,18 @@ def hca_name(leaf, j, hcas_per_leaf):
     return "node-%03d mlx5_0" % ((leaf - 1) * hcas_per_leaf + j)
 
 
-def fattree(leaves=32, spines=16, hcas_per_leaf=18, switch_ports=None):
-    """The topology text. switch_ports defaults to the smallest count that fits (at least 8)."""
+def fattree(leaves=32, spines=16, hcas_per_leaf=18, switch_ports=None, device_ids=None):
+    """The topology text. switch_ports defaults to the smallest count that fits (at least 8).
+    device_ids=(vendor, switch device, HCA device) gives every node the NodeInfo IDs of a real
+    device (e.g. (0x2c9, 0xd2f2, 0x1021): Quantum-2 switches, ConnectX-7 HCAs), so that the
+    daemon knows the switches' PortXmitWait tick; None keeps ibsim's defaults."""
+
+    def ids(kind):
+        # ibsim applies `vendid` to the next node only, `devid` until the next `devid`.
+        if device_ids is None:
+            return []
+        vendor, switch, hca = device_ids
+        return ["vendid=%#x" % vendor, "devid=%#x" % (switch if kind == "Switch" else hca)]
     need = max(hcas_per_leaf + spines, leaves)
     ports = switch_ports or max(8, need)
     if ports < need:
@@ -41,11 +51,13 @@ def fattree(leaves=32, spines=16, hcas_per_leaf=18, switch_ports=None):
     out = ["# two-level fat tree: %d leaves, %d spines, %d HCAs per leaf"
            % (leaves, spines, hcas_per_leaf), ""]
     for s in range(1, spines + 1):
+        out += ids("Switch")
         out.append('Switch\t%d "%s"' % (ports, spine_name(s)))
         for l in range(1, leaves + 1):
             out.append('[%d]\t"%s"[%d]' % (l, leaf_name(l), hcas_per_leaf + s))
         out.append("")
     for l in range(1, leaves + 1):
+        out += ids("Switch")
         out.append('Switch\t%d "%s"' % (ports, leaf_name(l)))
         for j in range(1, hcas_per_leaf + 1):
             out.append('[%d]\t"%s"[1]' % (j, hca_name(l, j, hcas_per_leaf)))
@@ -54,6 +66,7 @@ def fattree(leaves=32, spines=16, hcas_per_leaf=18, switch_ports=None):
         out.append("")
     for l in range(1, leaves + 1):
         for j in range(1, hcas_per_leaf + 1):
+            out += ids("Hca")
             out.append('Hca\t1 "%s"' % hca_name(l, j, hcas_per_leaf))
             out.append('[1]\t"%s"[%d]' % (leaf_name(l), j))
             out.append("")
