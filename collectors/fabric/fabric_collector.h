@@ -34,7 +34,7 @@ namespace ibfabric::fabric {
 // name "fabric", off by default, every 60s. Config keys (besides enabled and interval):
 //   shard: 0, shards: 1, rediscover_every: 10, max_hops: 63,
 //   counters: all | errors_and_traffic | [symbol_errors, receive_bytes, ...],
-//   error_details: false, link_memory: 24h, keep_unread: 10m
+//   error_details: false, vl_transmit_wait: false, link_memory: 24h, keep_unread: 10m
 CollectorSpec spec();
 
 // The counter names `counters:` accepts, and those `errors_and_traffic` stands for.
