@@ -100,8 +100,26 @@ PortInfo decode_port_info(const std::uint8_t* d) {
   pi.speed_ext_enabled = octet(IB_PORT_LINK_SPEED_EXT_ENABLED_F);
   pi.speed_ext_supported = octet(IB_PORT_LINK_SPEED_EXT_SUPPORTED_F);
   pi.neighbor_mtu = octet(IB_PORT_NEIGHBOR_MTU_F);
-  pi.mtu_capability = octet(IB_PORT_MTU_CAP_F);
+  pi.mtu_capability = octet(IB_PORT_MTU_CAP_F) & 0xf;
+  pi.oper_vls = octet(IB_PORT_OPER_VLS_F) & 0xf;
   return pi;
+}
+
+int operational_data_vls(int oper_vls) {
+  switch (oper_vls) {
+    case 1:
+      return 1;
+    case 2:
+      return 2;
+    case 3:
+      return 4;
+    case 4:
+      return 8;
+    case 5:
+      return 15;
+    default:
+      return 0;
+  }
 }
 
 const char* state_name(int state) {
@@ -432,6 +450,25 @@ std::size_t port_counters_octets() {
 
 std::size_t port_counters_extended_octets() {
   static const std::size_t octets = counter_octets(&CounterDef::extended, set_ones64);
+  return octets;
+}
+
+std::uint16_t vl_xmit_wait(const std::uint8_t* data, int vl) {
+  if (vl < 0 || vl >= kVlXmitWaitCounters) return 0;
+  auto field = static_cast<MAD_FIELDS>(IB_PC_PORT_VL_XMIT_WAIT0_F + vl);
+  return static_cast<std::uint16_t>(mad_get_field(bytes(data), 0, field));
+}
+
+std::string vl_xmit_wait_name(int vl) { return "PortVLXmitWait" + std::to_string(vl); }
+
+std::size_t port_vl_xmit_wait_octets() {
+  static const std::size_t octets = [] {
+    std::vector<MAD_FIELDS> fields;
+    for (int vl = 0; vl < kVlXmitWaitCounters; ++vl) {
+      fields.push_back(static_cast<MAD_FIELDS>(IB_PC_PORT_VL_XMIT_WAIT0_F + vl));
+    }
+    return octets_covered(fields, set_ones32);
+  }();
   return octets;
 }
 

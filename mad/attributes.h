@@ -59,8 +59,16 @@ struct PortInfo {
   std::uint8_t speed_ext_enabled = 0;
   std::uint8_t speed_ext_supported = 0;
   std::uint8_t neighbor_mtu = 0;  // 1 256, 2 512, 3 1024, 4 2048, 5 4096
-  std::uint8_t mtu_capability = 0;
+  // Two 4-bit fields in one octet, so that OperationalVLs costs no memory per port.
+  std::uint8_t mtu_capability : 4 = 0;
+  // OperationalVLs: 1 VL0, 2 VL0-1, 3 VL0-3, 4 VL0-7, 5 VL0-14 (operational_data_vls()).
+  std::uint8_t oper_vls : 4 = 0;
 };
+static_assert(sizeof(PortInfo) <= 24, "a swept switch port keeps two of these");
+
+// How many data VLs PortInfo.OperationalVLs enables (VL 0 .. n-1): 1, 2, 4, 8 or 15; 0 for 0
+// (not set, as on a port that is down) and for the reserved values.
+int operational_data_vls(int oper_vls);
 
 PortInfo decode_port_info(const std::uint8_t* data);
 
@@ -162,6 +170,17 @@ struct DetailAttribute {
   std::vector<DetailDef> counters;
 };
 const std::vector<DetailAttribute>& detail_attributes();
+
+// PortVLXmitWaitCounters (PMA attribute IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS, 0x1C; perfquery
+// --vlxmitcounters): PortXmitWait of each VL, 16 bits each, which stop at all ones like every
+// PMA counter; PortSelect as in PortCounters (IB_PC_PORT_SELECT_F).
+constexpr int kVlXmitWaitCounters = 16;  // VL 0..15
+constexpr std::uint16_t kVlXmitWaitMax = 0xffff;
+std::uint16_t vl_xmit_wait(const std::uint8_t* data, int vl);
+// "PortVLXmitWait3": the name perfquery prints.
+std::string vl_xmit_wait_name(int vl);
+// Octets of an answer the counters cover (the rest is reserved).
+std::size_t port_vl_xmit_wait_octets();
 
 // How many leading octets of an answer the counter definitions read: of PortCounters,
 // PortCountersExtended, and detail_attributes()[a]. The rest is reserved (and from ibsim,

@@ -39,6 +39,9 @@ struct FabricConfig {
   std::set<std::string> counters;
   // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
   bool error_details = false;
+  // PortVLXmitWaitCounters of every switch port: 1 more MAD a port, a series per operational
+  // data VL.
+  bool vl_transmit_wait = false;
   std::chrono::nanoseconds link_memory = std::chrono::hours(24);
   // How long a switch port that cannot be read (its queries lost) keeps the values it was last
   // read with, and a switch a discovery missed stays in the topology. 0: not at all.
@@ -47,6 +50,34 @@ struct FabricConfig {
   // core/transmit_wait_tick.h does not know.
   std::vector<TransmitWaitTickRule> transmit_wait_ticks;
 };
+
+// A PMA attribute the sweep reads of every switch port only when the configuration asks for it
+// (error_details' two, vl_transmit_wait's one). A PMA that rejects it (MAD status) costs only its
+// series, not the port; a query of it that gets no answer fails the port, and its last answer
+// is reported for keep_unread, as the port's other parts are.
+struct OptionalAttribute {
+  std::uint16_t attribute;  // IB_GSI_PORT_RCV_ERROR_DETAILS, ...
+  const char* name;         // for error counting: "port_rcv_error_details"
+  std::size_t octets;       // the leading octets of an answer its decoders read
+};
+
+// The sweep's optional attributes, in the order a port's values and memory keep them: the
+// error details first (mad::detail_attributes() order, as mad::add_detail_counters() reads
+// them), then PortVLXmitWaitCounters.
+inline std::vector<OptionalAttribute> optional_attributes(const FabricConfig& config) {
+  std::vector<OptionalAttribute> out;
+  if (config.error_details) {
+    const auto& details = mad::detail_attributes();
+    for (std::size_t a = 0; a < details.size(); ++a) {
+      out.push_back({details[a].attribute, details[a].name, mad::detail_octets(a)});
+    }
+  }
+  if (config.vl_transmit_wait) {
+    out.push_back({IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS, "port_vl_xmit_wait_counters",
+                   mad::port_vl_xmit_wait_octets()});
+  }
+  return out;
+}
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -58,6 +89,7 @@ struct AcrossRuns {
              std::shared_ptr<const NodeNameMap> names, std::string state_directory)
       : mad(std::move(engine_factory)),
         config(std::move(config)),
+        optional(optional_attributes(this->config)),
         names(std::move(names)),
         state(io, std::move(state_directory), "fabric"),
         errors("fabric") {}
@@ -84,7 +116,7 @@ struct AcrossRuns {
     std::optional<mad::PortInfo> port_info;
     TimePoint port_info_at;
     Kept basic, extended;
-    std::vector<Kept> details;
+    std::vector<Kept> optional;  // AcrossRuns::optional order; empty when there is none
   };
   struct SwitchMemory {
     std::vector<PortMemory> ports;    // index = port number - 1
@@ -102,6 +134,12 @@ struct AcrossRuns {
   // Never the engine itself (seen without: SIGSEGV on SIGTERM mid-sweep; see ClientHandle).
   mad::ClientHandle mad;
   FabricConfig config;
+  const std::vector<OptionalAttribute> optional;  // optional_attributes(config)
+  // Where PortVLXmitWaitCounters is in `optional`, when vl_transmit_wait is on.
+  std::optional<std::size_t> vl_xmit_wait() const {
+    if (!config.vl_transmit_wait) return std::nullopt;
+    return optional.size() - 1;
+  }
   std::shared_ptr<const NodeNameMap> names;
   // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
   // cable that went down is still named by what was plugged in there.
@@ -118,6 +156,9 @@ struct AcrossRuns {
     std::uint64_t links_version = 0;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
+    // With vl_transmit_wait, per switch, per port (port - 1): the set of each VL the port had
+    // when this topology was first swept (node_guid, port, vl).
+    std::map<std::uint64_t, std::vector<std::vector<const LabelSet*>>> vls;
     // Compressed by FabricCollector::compress_info() (their samples when it could not start).
     std::shared_ptr<const MetricFamilies> info = std::make_shared<const MetricFamilies>();
   };

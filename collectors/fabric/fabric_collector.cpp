@@ -278,6 +278,7 @@ CollectorSpec spec() {
             static_cast<int>(section.get_int("rediscover_every", c.rediscover_every, 1, 1000000));
         c.max_hops = static_cast<int>(section.get_int("max_hops", c.max_hops, 1, kMaxHops));
         c.error_details = section.get_bool("error_details", c.error_details);
+        c.vl_transmit_wait = section.get_bool("vl_transmit_wait", c.vl_transmit_wait);
         c.link_memory = section.get_duration("link_memory", c.link_memory);
         c.keep_unread =
             section.get_duration("keep_unread", c.keep_unread, std::chrono::nanoseconds{0});

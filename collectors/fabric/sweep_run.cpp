@@ -27,6 +27,10 @@ const std::vector<std::pair<std::string, std::string>>& counter_names() {
   return names;
 }
 
+constexpr const char* kSaturatedHelp =
+    "Present (value 1) only for a counter that is pegged at its maximum: one read from 32-bit "
+    "PortCounters, or a 16-bit PortVLXmitWait.";
+
 // The labels every series of a switch port carries (port index = port number - 1).
 Labels switch_port_labels(const std::string& guid, std::size_t idx) {
   return {{"node_guid", guid}, {"port", std::to_string(idx + 1)}};
@@ -53,6 +57,7 @@ void SweepRun::start() {
     return;
   }
   cache = AcrossRuns::LabelCache{};
+  new_label_cache_ = true;
   cache.topology = topology_;
   cache.links_version = kept_.links_version;
   MetricsBuilder info;
@@ -122,7 +127,8 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
 }
 
 void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
-                   std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail) {
+                   std::function<void(const mad::Response&)> on_ok,
+                   std::function<void(const mad::Response&)> on_fail) {
   auto min_size = mad::attribute_size(req.mgmt_class);
   ++pending_[i];
   FanOut::ask(std::move(req), min_size,
@@ -136,7 +142,7 @@ void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
                   on_ok(r);
                 } else {
                   if (r.status == mad::Status::timeout) ++kept_.switch_timeouts[sw.node->guid];
-                  on_fail();
+                  on_fail(r);
                 }
                 if (sw.answered && !any_answered_) {
                   any_answered_ = true;
@@ -167,7 +173,7 @@ void SweepRun::query_switch(std::size_t i) {
     r.error = "switch has no routable LID";
     kept_.note_result(
         "sweep", "lid", [&] { return hex_guid(sw.node->guid); }, r);
-    for (auto& p : sw.ports) p.lose_all();
+    for (auto& p : sw.ports) p.lose_all(kept_.optional.size());
     return;
   }
   if (auto it = kept_.pma_caps.find(sw.node->guid); it != kept_.pma_caps.end()) {
@@ -184,7 +190,7 @@ void SweepRun::query_switch(std::size_t i) {
         kept_.last_caps[switches_[i].node->guid] = caps;
         query_ports(i);
       },
-      [this, i] {
+      [this, i](const mad::Response&) {
         // Lost: the capabilities it answered before (they change with the firmware, not
         // with the traffic) still say what to ask.
         auto& sw = switches_[i];
@@ -194,7 +200,7 @@ void SweepRun::query_switch(std::size_t i) {
           return;
         }
         // Never answered: without it no port's counters are asked for.
-        for (auto& p : sw.ports) p.lose_counters();
+        for (auto& p : sw.ports) p.lose_counters(kept_.optional.size());
       });
 }
 
@@ -225,7 +231,7 @@ void SweepRun::ask_ports(std::size_t i) {
             port().port_info = mad::decode_port_info(r.data());
             port().port_info_at = Clock::now();
           },
-          [port] { port().failed = port().lost_info = true; });
+          [port](const mad::Response&) { port().failed = port().lost_info = true; });
     }
     if (mad::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
@@ -236,7 +242,7 @@ void SweepRun::ask_ports(std::size_t i) {
             port().basic.assign(r.data(), r.data() + r.data_size());
             port().basic_at = Clock::now();
           },
-          [port] { port().failed = port().lost_basic = true; });
+          [port](const mad::Response&) { port().failed = port().lost_basic = true; });
     }
     if (caps.extended()) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS_EXT);
@@ -247,24 +253,29 @@ void SweepRun::ask_ports(std::size_t i) {
             port().extended.assign(r.data(), r.data() + r.data_size());
             port().extended_at = Clock::now();
           },
-          [port] { port().failed = port().lost_extended = true; });
+          [port](const mad::Response&) { port().failed = port().lost_extended = true; });
     }
-    if (!kept_.config.error_details) continue;
-    const auto& attributes = mad::detail_attributes();
-    sw.ports[idx].details.resize(attributes.size());
-    sw.ports[idx].details_at.resize(attributes.size());
-    sw.ports[idx].lost_details.resize(attributes.size());
-    for (std::size_t a = 0; a < attributes.size(); ++a) {
-      auto req = mad::Request::pma_get(lid, attributes[a].attribute);
+    const auto& optional = kept_.optional;
+    if (optional.empty()) continue;
+    auto& values = sw.ports[idx];
+    values.optional.resize(optional.size());
+    values.optional_at.resize(optional.size());
+    values.lost_optional.resize(optional.size());
+    for (std::size_t a = 0; a < optional.size(); ++a) {
+      auto req = mad::Request::pma_get(lid, optional[a].attribute);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
-      // An optional attribute: its failure costs only its own series, the port is not failed.
       ask(
-          i, attributes[a].name, std::move(req),
+          i, optional[a].name, std::move(req),
           [port, a](const mad::Response& r) {
-            port().details[a].assign(r.data(), r.data() + r.data_size());
-            port().details_at[a] = Clock::now();
+            port().optional[a].assign(r.data(), r.data() + r.data_size());
+            port().optional_at[a] = Clock::now();
           },
-          [port, a] { port().lost_details[a] = 1; });
+          [port, a](const mad::Response& r) {
+            // A PMA that does not support the attribute answers so (a MAD status): that costs
+            // only its series. No answer at all is a lost query, as for the port's other parts.
+            port().lost_optional[a] = 1;
+            if (r.status != mad::Status::mad_status) port().failed = true;
+          });
     }
   }
 }
@@ -330,13 +341,13 @@ void SweepRun::recall(SwitchResult& sw, TimePoint now) {
     if (p.extended.empty() && p.lost_extended && m.extended.size && use(m.extended.at)) {
       unpack(m.extended, p.extended, p.extended_at);
     }
-    for (std::size_t a = 0; a < p.lost_details.size() && a < m.details.size(); ++a) {
-      if (!p.lost_details[a] || !m.details[a].size) continue;
-      if (a < p.details.size() && !p.details[a].empty()) continue;
-      if (!use(m.details[a].at)) continue;
-      p.details.resize(p.lost_details.size());
-      p.details_at.resize(p.lost_details.size());
-      unpack(m.details[a], p.details[a], p.details_at[a]);
+    for (std::size_t a = 0; a < p.lost_optional.size() && a < m.optional.size(); ++a) {
+      if (!p.lost_optional[a] || !m.optional[a].size) continue;
+      if (a < p.optional.size() && !p.optional[a].empty()) continue;
+      if (!use(m.optional[a].at)) continue;
+      p.optional.resize(p.lost_optional.size());
+      p.optional_at.resize(p.lost_optional.size());
+      unpack(m.optional[a], p.optional[a], p.optional_at[a]);
     }
   }
 }
@@ -376,12 +387,12 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
     }
     keep_part(p.basic, p.basic_at, mad::port_counters_octets(), m.basic);
     keep_part(p.extended, p.extended_at, mad::port_counters_extended_octets(), m.extended);
-    if (m.details.size() < p.details.size()) m.details.resize(p.details.size());
-    for (std::size_t a = 0; a < m.details.size(); ++a) {
+    if (m.optional.size() < p.optional.size()) m.optional.resize(p.optional.size());
+    for (std::size_t a = 0; a < m.optional.size(); ++a) {
       static const std::vector<std::uint8_t> kNone;
-      bool read = a < p.details.size() && !p.details[a].empty();
-      keep_part(read ? p.details[a] : kNone, read ? p.details_at[a] : TimePoint{},
-                mad::detail_octets(a), m.details[a]);
+      bool read = a < p.optional.size() && !p.optional[a].empty();
+      keep_part(read ? p.optional[a] : kNone, read ? p.optional_at[a] : TimePoint{},
+                kept_.optional[a].octets, m.optional[a]);
     }
   }
   if (bytes.capacity() > bytes.size() + bytes.size() / 4) bytes.shrink_to_fit();
@@ -479,15 +490,61 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
       if (v.saturated && *v.saturated) {
         Labels sl = switch_port_labels(guid, idx);
         sl.emplace_back("counter", std::string(v.def->pma_name));
-        out.gauge("ibfabric_fabric_port_counters_saturated",
-                  "Present (value 1) only for a counter read from 32-bit PortCounters that is "
-                  "pegged at its maximum.",
-                  sl, 1);
+        out.gauge("ibfabric_fabric_port_counters_saturated", kSaturatedHelp, sl, 1);
       }
     }
-    if (pr.details.empty()) continue;
-    mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
-                             pr.details, [this](std::string_view m) { return exported(m); });
+    // The error details come first in `optional`; add_detail_counters() reads those only.
+    if (kept_.config.error_details && !pr.optional.empty()) {
+      mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
+                               pr.optional, [this](std::string_view m) { return exported(m); });
+    }
+    emit_vl_xmit_wait(out, sw, idx, guid);
+  }
+}
+
+void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, std::size_t idx,
+                                 const std::string& guid) {
+  auto slot = kept_.vl_xmit_wait();
+  if (!slot) return;
+  const auto& pr = sw.ports[idx];
+  // Which VLs are the port's: without its PortInfo (lost, and not kept) nothing is exported.
+  if (!pr.port_info || *slot >= pr.optional.size()) return;
+  const auto& data = pr.optional[*slot];
+  if (data.size() < mad::port_vl_xmit_wait_octets()) return;
+  int vls = mad::operational_data_vls(pr.port_info->oper_vls);
+  // Label sets (node_guid, port, vl) are kept with the topology's label cache, made by its first
+  // sweep; a VL a port has only since then gets a set of this collection's.
+  auto& cached = kept_.labels.vls[sw.node->guid];
+  if (cached.size() < sw.ports.size()) cached.resize(sw.ports.size());
+  auto& sets = cached[idx];
+  auto labels = [&](int vl) {
+    Labels l = switch_port_labels(guid, idx);
+    l.emplace_back("vl", std::to_string(vl));
+    return l;
+  };
+  for (int vl = 0; vl < vls; ++vl) {
+    auto value = mad::vl_xmit_wait(data.data(), vl);
+    const LabelSet* set = nullptr;
+    if (static_cast<std::size_t>(vl) < sets.size()) {
+      set = sets[static_cast<std::size_t>(vl)];
+    } else if (new_label_cache_) {
+      set = &kept_.labels.arena->sets.emplace_back(label_text(labels(vl)));
+      sets.push_back(set);
+    }
+    static constexpr const char* kHelp =
+        "Ticks during which the port had data to send on this VL but sent none "
+        "(PortVLXmitWaitCounters; 16 bits, stops at 65535: "
+        "docs/collectors.md#congested-time).";
+    if (set) {
+      out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, set, value);
+    } else {
+      out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, labels(vl), value);
+    }
+    if (value >= mad::kVlXmitWaitMax) {
+      Labels sl = switch_port_labels(guid, idx);
+      sl.emplace_back("counter", mad::vl_xmit_wait_name(vl));
+      out.gauge("ibfabric_fabric_port_counters_saturated", kSaturatedHelp, sl, 1);
+    }
   }
 }
 

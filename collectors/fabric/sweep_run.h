@@ -1,10 +1,11 @@
 #pragma once
 // One sweep of the `fabric` collector over the shard's switches: ClassPortInfo once per switch
 // (cached until the next discovery), then PortInfo, PortCounters and/or PortCountersExtended of
-// every port (and the error details when on), all by LID, kSwitchesInFlight switches at a time
-// and at most about kQueriesPerSwitch queries of one switch out (docs/design.md, "Memory of the
-// fabric sweep"). Builds the collection's result switch by switch; a port's lost parts are taken
-// from the last values the collector keeps (keep_unread), and what it read is kept for the next.
+// every port (and the optional attributes when on: error details, PortVLXmitWaitCounters), all
+// by LID, kSwitchesInFlight switches at a time and at most about kQueriesPerSwitch queries of
+// one switch out (docs/design.md, "Memory of the fabric sweep"). Builds the collection's result
+// switch by switch; a port's lost parts are taken from the last values the collector keeps
+// (keep_unread), and what it read is kept for the next.
 
 #include "collectors/collector.h"
 #include "collectors/fabric/across_runs.h"
@@ -36,26 +37,27 @@ class SweepRun : public mad::FanOut {
   // AcrossRuns::PortMemory keeps it packed).
   struct PortValues {
     std::optional<mad::PortInfo> port_info;
-    std::vector<std::uint8_t> basic;                 // PortCounters data, empty: none
-    std::vector<std::uint8_t> extended;              // PortCountersExtended data
-    std::vector<std::vector<std::uint8_t>> details;  // mad::detail_attributes() order
+    std::vector<std::uint8_t> basic;                  // PortCounters data, empty: none
+    std::vector<std::uint8_t> extended;               // PortCountersExtended data
+    std::vector<std::vector<std::uint8_t>> optional;  // AcrossRuns::optional order
     TimePoint port_info_at, basic_at, extended_at;
-    std::vector<TimePoint> details_at;
+    std::vector<TimePoint> optional_at;
   };
   // A part is "lost" when it is missing because a query failed (its own, or one it needed);
   // only a lost part is taken from the port's memory.
   struct PortResult : PortValues {
     bool failed = false;
     bool lost_info = false, lost_basic = false, lost_extended = false;
-    std::vector<char> lost_details;
+    std::vector<char> lost_optional;
     std::optional<TimePoint> stale_since;  // the oldest part taken from memory
-    void lose_all() {
-      failed = lost_info = lost_basic = lost_extended = true;
-      lost_details.assign(mad::detail_attributes().size(), 1);
+    // `optional`: how many optional attributes the sweep reads.
+    void lose_all(std::size_t optional) {
+      lost_info = true;
+      lose_counters(optional);
     }
-    void lose_counters() {
+    void lose_counters(std::size_t optional) {
       failed = lost_basic = lost_extended = true;
-      lost_details.assign(mad::detail_attributes().size(), 1);
+      lost_optional.assign(optional, 1);
     }
   };
   struct SwitchResult {
@@ -103,7 +105,8 @@ class SweepRun : public mad::FanOut {
 
   // `on_fail` runs when the query failed (after it was counted).
   void ask(std::size_t i, const char* attribute, mad::Request req,
-           std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail);
+           std::function<void(const mad::Response&)> on_ok,
+           std::function<void(const mad::Response&)> on_fail);
 
   void query_switch(std::size_t i);
   void query_ports(std::size_t i);
@@ -125,6 +128,11 @@ class SweepRun : public mad::FanOut {
   void emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoint now, int& ports_ok,
                    int& ports_failed, int& ports_stale);
 
+  // A port's PortVLXmitWait of each operational data VL (its PortInfo's OperationalVLs), with
+  // a saturation series for each value pegged at 0xffff.
+  void emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, std::size_t idx,
+                         const std::string& guid);
+
   // Whether the series budget (`counters`) exports this per-port counter.
   bool exported(std::string_view metric) const;
 
@@ -133,6 +141,9 @@ class SweepRun : public mad::FanOut {
   AcrossRuns& kept_;
   std::shared_ptr<const Topology> topology_;
   bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
+  // The label cache was made for this sweep: label sets may be added to its arena (no shown
+  // snapshot reads it yet).
+  bool new_label_cache_ = false;
   Collector::Done done_;
   bool discovery_ok_;
   std::string discovery_error_;

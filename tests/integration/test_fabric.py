@@ -277,6 +277,85 @@ class FabricTest(unittest.TestCase):
             else:  # an HCA: named by its NodeDescription, e.g. "node-017 mlx5_0"
                 self.assertRegex(s.labels["remote_node_name"], r"^node-\d+ mlx5_0$")
 
+    def test_1d_vl_transmit_wait_equals_perfquery_vlxmitcounters(self):
+        """With `vl_transmit_wait: true`, the per-VL PortXmitWait of every switch port equals
+        `perfquery --vlxmitcounters` after PerformanceSets of values drawn at run time, for the
+        VLs its PortInfo's OperVLs names (`smpquery portinfo`) and no other; a value set to
+        65535 is flagged saturated. One more MAD per port."""
+        rng = random.SystemRandom()
+        guids = sorted(self.topology)
+        operational = {"VL0": 1, "VL0-1": 2, "VL0-3": 4, "VL0-7": 8, "VL0-14": 15}
+        def oper_vls(job):
+            guid, port = job
+            out = self.f.run_tool(["smpquery", "portinfo", str(self.topology[guid]["lid"]),
+                                   str(port)], host=HOST).stdout
+            return job, operational[re.search(r"^OperVLs:\.*(\S+)", out, re.M).group(1)]
+
+        def query(guid):
+            sw = self.topology[guid]
+            out = self.f.run_tool(["perfquery", "--vlxmitcounters", "-l", str(sw["lid"]),
+                                   "1-%d" % sw["ports"]], host=HOST).stdout
+            return guid, parse_perfquery_loop(out)
+
+        # (switch, port, vl, value) on drawn ports of 8 switches: a value on a VL drawn from 0-15
+        # (perfquery reads one the port does not run, the daemon must not export it), the first
+        # pegged at the counters' 16-bit maximum on a VL the port runs, the second on one it
+        # does not run (when it runs fewer than 16).
+        ports = [(g, rng.randint(1, self.topology[g]["ports"])) for g in rng.sample(guids, 8)]
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            vls = dict(pool.map(oper_vls, ports))
+        sets = [(g, p, rng.randint(0, 15), rng.randint(1, 0xfffe)) for g, p in ports]
+        pegged = (ports[0][0], ports[0][1], rng.randrange(vls[ports[0]]), 0xffff)
+        sets[0] = pegged
+        if vls[ports[1]] < 16:
+            sets[1] = ports[1] + (rng.randint(vls[ports[1]], 15), sets[1][3])
+        for guid, port, vl, value in sets:
+            self.f.command('PerformanceSet "%s"[%d] PortVLXmitWaitCounters.'
+                           'PortVLXmitWaitCounters%d=%d'
+                           % (self.topology[guid]["name"], port, vl, value), settle=0)
+        time.sleep(0.3)
+        config = self.config("vl.yaml", "mad: {rate_limit: 0}\n"
+                             "collectors:\n  fabric: {vl_transmit_wait: true}\n")
+        samples = self.once(config)
+        with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+            pq = dict(pool.map(query, guids))
+        # The daemon's series, by (switch, port): {vl: ticks}.
+        got = {}
+        for s in find_samples(samples, "ibfabric_fabric_port_vl_transmit_wait_ticks_total"):
+            got.setdefault((s.labels["node_guid"], int(s.labels["port"])), {})[
+                int(s.labels["vl"])] = s.value
+        self.assertEqual(len(got), 48 * 34)
+        for (guid, port), n in vls.items():
+            self.assertEqual(sorted(got[(guid, port)]), list(range(n)),
+                             "%s port %d: OperVLs %d" % (self.topology[guid]["name"], port, n))
+        compared = nonzero = 0
+        for guid, sw in self.topology.items():
+            for port in range(1, sw["ports"] + 1):
+                for vl, value in got[(guid, port)].items():
+                    self.assertEqual(value, pq[guid][port]["PortVLXmitWait%d" % vl],
+                                     "%s port %d VL %d" % (sw["name"], port, vl))
+                    compared += 1
+                    nonzero += value > 0
+        exported = [(g, p, vl, v) for g, p, vl, v in sets if vl < vls[(g, p)]]
+        self.assertGreater(nonzero, 0)
+        self.assertEqual(nonzero, len({(g, p, vl) for g, p, vl, _ in exported}))
+        for guid, port, vl, value in sets:
+            if vl >= vls[(guid, port)]:
+                self.assertNotIn(vl, got[(guid, port)])
+                self.assertEqual(pq[guid][port]["PortVLXmitWait%d" % vl], value)
+        saturated = sorted((s.labels["node_guid"], int(s.labels["port"]), s.labels["counter"])
+                           for s in find_samples(samples,
+                                                 "ibfabric_fabric_port_counters_saturated")
+                           if s.labels["counter"].startswith("PortVLXmitWait"))
+        self.assertEqual(saturated, [(pegged[0], pegged[1], "PortVLXmitWait%d" % pegged[2])])
+        # ClassPortInfo per switch; PortCounters, PortCountersExtended and PortVLXmitWaitCounters
+        # per port (PortInfo came from the discovery of this --once run).
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_sweep_mads").value,
+                         48 + 3 * 48 * 34)
+        self.assertEqual(find_sample(samples, "ibfabric_fabric_ports_failed").value, 0)
+        print("\nvl_transmit_wait: %d per-VL values compared with perfquery --vlxmitcounters, "
+              "%d nonzero, %d set on a VL the port runs" % (compared, nonzero, len(exported)))
+
     def test_1c_series_budget_errors_and_traffic(self):
         config = self.config("budget.yaml", "mad: {rate_limit: 0}\n"
                              "collectors:\n  fabric: {counters: errors_and_traffic}\n")

@@ -10,7 +10,11 @@
 #include <infiniband/mad.h>
 
 #include <algorithm>
+#include <map>
 #include <set>
+#include <string>
+#include <tuple>
+#include <utility>
 
 namespace ibfabric::fabric_test {
 namespace {
@@ -313,6 +317,224 @@ TEST_F(FabricSweep, ErrorDetailsAreReadWhenOn) {
   }
 }
 
+// vl_transmit_wait, off (the default): PortVLXmitWaitCounters is not asked and no per-VL series
+// is exported, though the PMA would answer it.
+TEST_F(FabricSweep, VlTransmitWaitIsOffByDefault) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  tree.fabric->oper_vls(FatTree::leaf(0), 4);
+  tree.fabric->pma_counter(FatTree::leaf(0), 1, IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS,
+                           IB_PC_PORT_VL_XMIT_WAIT0_F, 7);
+  auto collector = make_collector(io_, tree);
+  for (int sweep = 0; sweep < 2; ++sweep) {
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_vl_transmit_wait_ticks_total").empty());
+  }
+  EXPECT_TRUE(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS)).empty());
+  EXPECT_FALSE(sent(*tree.fabric, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT)).empty());
+}
+
+// PortVLXmitWait<vl> of a port in the fake's PMA.
+void vl_wait(const FatTree& tree, Guid sw, int port, int vl, std::uint64_t ticks) {
+  tree.fabric->pma_counter(sw, port, IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS,
+                           static_cast<MAD_FIELDS>(IB_PC_PORT_VL_XMIT_WAIT0_F + vl), ticks);
+}
+// Every VL (0..15) of every switch port waited a count of its own: 1000 x port + vl + 1 (so a
+// VL that is not exported would show).
+void vl_waits(const FatTree& tree) {
+  for (Guid sw : tree.switches()) {
+    for (int p = 1; p <= tree.ports_of(sw); ++p) {
+      for (int vl = 0; vl < 16; ++vl) vl_wait(tree, sw, p, vl, 1000u * p + vl + 1);
+    }
+  }
+}
+// The exported VLs of a switch port: vl -> ticks.
+std::map<int, double> vl_series(const Exposition& m, Guid sw, int port) {
+  std::map<int, double> out;
+  for (const auto& s : m.all("ibfabric_fabric_port_vl_transmit_wait_ticks_total",
+                             {{"node_guid", hex(sw)}, {"port", std::to_string(port)}})) {
+    auto vl = std::stoi(s.labels.at("vl"));
+    EXPECT_FALSE(out.count(vl)) << "VL " << vl << " twice";
+    out[vl] = s.value;
+  }
+  return out;
+}
+
+// vl_transmit_wait: true: one PortVLXmitWaitCounters Get per switch port (its PortSelect the
+// port), and a series for each of the port's operational data VLs, from its PortInfo's
+// OperationalVLs (1: VL0, 2: VL0-1, 3: VL0-3, 4: VL0-7, 5: VL0-14; 0: none), in the sweep
+// right after a discovery (PortInfo from the discovery) and in the next (PortInfo by LID); a
+// value pegged at 0xffff is flagged in counters_saturated, on an exported VL only. A port whose
+// OperationalVLs grows after the first sweep of a topology gets its new VLs too.
+TEST_F(FabricSweep, VlTransmitWaitExportsEachPortsOperationalVls) {
+  FatTree tree(io_, 1, 2, 1);  // leaves of 4 ports: spine, host, 2 empty
+  capabilities(tree, kExtended);
+  auto& f = *tree.fabric;
+  for (Guid sw : tree.switches()) f.oper_vls(sw, 4);  // VL0-7
+  const Guid leaf = FatTree::leaf(0);
+  f.oper_vls(leaf, 1, 1);  // VL0
+  f.oper_vls(leaf, 2, 2);  // VL0-1
+  f.oper_vls(leaf, 3, 3);  // VL0-3
+  f.oper_vls(leaf, 0, 4);  // not set
+  f.oper_vls(FatTree::leaf(1), 5, 2);  // VL0-14
+  vl_waits(tree);
+  vl_wait(tree, leaf, 2, 1, 0xffff);               // pegged, exported
+  vl_wait(tree, leaf, 1, 5, 0xffff);               // pegged, but VL 5 is not leaf port 1's
+  vl_wait(tree, FatTree::leaf(1), 2, 14, 0xffff);  // pegged, VL 14 of a 15-VL port
+  std::map<std::pair<Guid, int>, int> vls;         // (switch, port) -> data VLs
+  for (Guid sw : tree.switches()) {
+    for (int p = 1; p <= tree.ports_of(sw); ++p) vls[{sw, p}] = 8;
+  }
+  vls[{leaf, 1}] = 1;
+  vls[{leaf, 2}] = 2;
+  vls[{leaf, 3}] = 4;
+  vls[{leaf, 4}] = 0;
+  vls[{FatTree::leaf(1), 2}] = 15;
+
+  FabricConfig config;
+  config.vl_transmit_wait = true;
+  auto collector = make_collector(io_, tree, config);
+  for (const char* sweep : {"after a discovery", "PortInfo by LID"}) {
+    SCOPED_TRACE(sweep);
+    tree.fabric->clear_requests();
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const auto& m = c.metrics;
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 0);
+    auto asked = sent(f, FakeFabric::pma(IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS));
+    EXPECT_EQ(asked.size(), static_cast<std::size_t>(tree.switch_ports()));
+    std::set<std::pair<std::string, int>> selected;
+    for (const auto& r : asked) selected.insert({r.destination, r.port});
+    EXPECT_EQ(selected.size(), asked.size()) << "a port asked twice, or with the wrong PortSelect";
+    std::size_t series = 0;
+    for (const auto& [end, n] : vls) {
+      SCOPED_TRACE(hex(end.first) + " port " + std::to_string(end.second));
+      std::map<int, double> want;
+      for (int vl = 0; vl < n; ++vl) want[vl] = 1000.0 * end.second + vl + 1;
+      if (end == std::pair{leaf, 2}) want[1] = 0xffff;
+      if (end == std::pair{FatTree::leaf(1), 2}) want[14] = 0xffff;
+      EXPECT_EQ(vl_series(m, end.first, end.second), want);
+      series += want.size();
+    }
+    EXPECT_EQ(m.all("ibfabric_fabric_port_vl_transmit_wait_ticks_total").size(), series);
+    auto saturated = m.all("ibfabric_fabric_port_counters_saturated");
+    std::set<std::tuple<std::string, std::string, std::string>> flagged;
+    for (auto& s : saturated) {
+      flagged.insert({s.labels["node_guid"], s.labels["port"], s.labels["counter"]});
+      EXPECT_EQ(s.value, 1);
+    }
+    EXPECT_EQ(flagged, (std::set<std::tuple<std::string, std::string, std::string>>{
+                           {hex(leaf), "2", "PortVLXmitWait1"},
+                           {hex(FatTree::leaf(1)), "2", "PortVLXmitWait14"}}));
+    EXPECT_EQ(saturated.size(), 2u);
+  }
+  f.oper_vls(leaf, 4, 1);  // VL0-7 now: VLs the label cache has no set for
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  std::map<int, double> want;
+  for (int vl = 0; vl < 8; ++vl) want[vl] = 1000.0 + vl + 1;
+  want[5] = 0xffff;
+  EXPECT_EQ(vl_series(c.metrics, leaf, 1), want);
+  EXPECT_TRUE(c.metrics.value("ibfabric_fabric_port_counters_saturated",
+                              {{"node_guid", hex(leaf)}, {"port", "1"}, {"counter", "PortVLXmitWait5"}}));
+}
+
+// A PMA that rejects PortVLXmitWaitCounters (MAD status) costs only the per-VL series of its
+// ports: counted under attribute "port_vl_xmit_wait_counters", the ports not failed, every
+// other series of theirs there; the other switches' per-VL series are there too.
+TEST_F(FabricSweep, ARejectedVlXmitWaitCostsOnlyItsSeries) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  for (Guid sw : tree.switches()) tree.fabric->oper_vls(sw, 2);
+  vl_waits(tree);
+  const Guid rejecting = FatTree::leaf(1);
+  tree.fabric->reject_pma(rejecting, IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS);
+  FabricConfig config;
+  config.vl_transmit_wait = true;
+  auto collector = make_collector(io_, tree, config);
+  for (int sweep = 1; sweep <= 2; ++sweep) {
+    SCOPED_TRACE("sweep " + std::to_string(sweep));
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const auto& m = c.metrics;
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 0);
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), 0);
+    EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                      {{"phase", "sweep"}, {"attribute", "port_vl_xmit_wait_counters"}}),
+              sweep * tree.ports_of(rejecting));
+    for (Guid sw : tree.switches()) {
+      for (int p = 1; p <= tree.ports_of(sw); ++p) {
+        SCOPED_TRACE(hex(sw) + " port " + std::to_string(p));
+        EXPECT_EQ(vl_series(m, sw, p).size(), sw == rejecting ? 0u : 2u);
+        EXPECT_TRUE(m.port("ibfabric_fabric_port_state", sw, p));
+        EXPECT_TRUE(m.port("ibfabric_fabric_port_transmit_bytes_total", sw, p));
+        EXPECT_FALSE(m.port("ibfabric_fabric_port_stale_seconds", sw, p));
+      }
+    }
+  }
+}
+
+// A lost PortVLXmitWaitCounters query is a lost part of the port (keep_unread): the port is
+// failed and stale, its per-VL series keep the values last read, with their age, the timeout is
+// counted for its switch, and its other series are current; once it answers, it is current
+// again. Past keep_unread (here shorter than a sweep) the per-VL series go, the rest stays.
+TEST_F(FabricSweep, ALostVlXmitWaitKeepsItsLastValuesWithinKeepUnread) {
+  const Guid leaf = FatTree::leaf(0);
+  for (auto keep : {std::chrono::nanoseconds{std::chrono::minutes(10)},
+                    std::chrono::nanoseconds{1}}) {
+    SCOPED_TRACE("keep_unread " + std::to_string(keep.count()) + "ns");
+    FatTree tree(io_, 1, 2, 2);
+    capabilities(tree, kExtended);
+    for (Guid sw : tree.switches()) tree.fabric->oper_vls(sw, 2);
+    vl_waits(tree);
+    FabricConfig config;
+    config.vl_transmit_wait = true;
+    config.keep_unread = keep;
+    auto collector = make_collector(io_, tree, config);
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const std::map<int, double> first{{0, 3001}, {1, 3002}};
+    EXPECT_EQ(vl_series(c.metrics, leaf, 3), first);
+
+    vl_wait(tree, leaf, 3, 0, 5);
+    vl_wait(tree, leaf, 2, 0, 6);
+    extended_data(tree, leaf, 3, 77);
+    tree.fabric->lose(leaf, 100, 3, FakeFabric::pma(IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS));
+    c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const auto& m = c.metrics;
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), 1);
+    EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                      {{"phase", "sweep"}, {"attribute", "port_vl_xmit_wait_counters"}}),
+              1);
+    EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(leaf)}}), 1);
+    EXPECT_EQ(m.port("ibfabric_fabric_port_transmit_bytes_total", leaf, 3), 4 * 77);
+    EXPECT_EQ(vl_series(m, leaf, 2), (std::map<int, double>{{0, 6}, {1, 2002}}));
+    if (keep.count() > 1) {
+      EXPECT_EQ(vl_series(m, leaf, 3), first);
+      EXPECT_TRUE(m.port("ibfabric_fabric_port_stale_seconds", leaf, 3));
+      EXPECT_EQ(m.all("ibfabric_fabric_port_stale_seconds").size(), 1u);
+      EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), 1);
+    } else {
+      EXPECT_TRUE(vl_series(m, leaf, 3).empty());
+      EXPECT_TRUE(m.all("ibfabric_fabric_port_stale_seconds").empty());
+      EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), 0);
+    }
+    EXPECT_EQ(m.port("ibfabric_fabric_port_state", leaf, 3), 4);
+
+    tree.fabric->lose(leaf, 0, 3, FakeFabric::pma(IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS));
+    c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    EXPECT_EQ(vl_series(c.metrics, leaf, 3), (std::map<int, double>{{0, 5}, {1, 3002}}));
+    EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), 0);
+    EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_stale_seconds").empty());
+  }
+}
+
 // The query windows (docs/design.md, "Memory of the fabric sweep"; the documented figures, not
 // SweepRun's constants), as the engine sees them: at most 16 switches have queries out at once,
 // and a switch's next port is asked only while fewer than 12 of its queries are out (a port's
@@ -323,18 +545,20 @@ TEST_F(FabricSweep, QueryWindowsBoundWhatIsOutPerSwitchAndHowManySwitches) {
   ASSERT_EQ(tree.leaf_ports, 36);
   capabilities(tree, kExtended);
   ASSERT_GT(tree.switches().size(), 16u);
-  for (bool details : {false, true}) {
-    SCOPED_TRACE(details ? "error_details" : "no error details");
+  for (int optional : {0, 2, 3}) {
+    SCOPED_TRACE(std::to_string(optional) + " optional attributes");
     FabricConfig config;
-    config.error_details = details;
+    config.error_details = optional >= 2;
+    config.vl_transmit_wait = optional == 3;
     auto collector = make_collector(io_, tree, config);
     ASSERT_TRUE(collect(io_, *collector).result.success);
-    // The second collection: a sweep alone, PortInfo by LID: 3 queries a port (5 with details).
+    // The second collection: a sweep alone, PortInfo by LID: 3 queries a port (5 with details,
+    // 6 with PortVLXmitWaitCounters too).
     tree.fabric->clear_requests();
     auto c = collect(io_, *collector);
     ASSERT_TRUE(c.result.success) << c.result.error;
     EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
-    const int per_port = details ? 5 : 3;
+    const int per_port = 3 + optional;
     int widest = 0;
     for (Guid sw : tree.switches()) {
       int peak = tree.fabric->peak_in_flight("lid " + std::to_string(tree.lid_of(sw)));

@@ -155,6 +155,12 @@ class FakeFabric final : public mad::Engine {
   // requests in flight per destination (added for the fabric collector's tests,
   // tests/unit/fabric_*_test.cpp; its PMA counters are set with pma_counter() above). ----
 
+  // PortInfo.OperationalVLs of the node's ports, or of port `port` only (1 VL0, 2 VL0-1, 3 VL0-3,
+  // 4 VL0-7, 5 VL0-14; 0, the default: not set).
+  void oper_vls(std::uint64_t guid, int value, std::optional<int> port = std::nullopt) {
+    oper_vls_[{guid, port}] = value;
+  }
+
   // The PMA of `guid` rejects `attribute` (MAD status: unsupported attribute).
   void reject_pma(std::uint64_t guid, std::uint16_t attribute) {
     pma_rejects_.insert({guid, attribute});
@@ -302,6 +308,7 @@ class FakeFabric final : public mad::Engine {
   }
 
   std::set<std::pair<std::uint64_t, std::uint16_t>> pma_rejects_;
+  std::map<std::pair<std::uint64_t, std::optional<int>>, int> oper_vls_;
   std::map<std::tuple<std::uint64_t, std::optional<int>, std::optional<Attribute>>, Loss> losses_;
   std::set<std::uint64_t> stopped_;
   std::vector<Sent> requests_;
@@ -380,6 +387,13 @@ class FakeFabric final : public mad::Engine {
         mad_set_field(data, 0, IB_PORT_STATE_F, up ? 4 : 1);       // Active / Down
         mad_set_field(data, 0, IB_PORT_PHYS_STATE_F, up ? 5 : 2);  // LinkUp / Polling
         port_info_extras(*node, data);
+        for (auto key : {std::pair{node->guid, std::optional<int>{port}},
+                         std::pair{node->guid, std::optional<int>{}}}) {
+          if (auto it = oper_vls_.find(key); it != oper_vls_.end()) {
+            mad_set_field(data, 0, IB_PORT_OPER_VLS_F, static_cast<std::uint32_t>(it->second));
+            break;
+          }
+        }
         break;
       }
       default:

@@ -202,6 +202,12 @@ TEST(Counters, TheOctetsKeptHoldEveryFieldTheDecodersRead) {
               mad_get_field64(ext_kept.data(), 0, def.extended))
         << def.pma_name;
   }
+  // PortVLXmitWaitCounters: the 16 counters end at octet 36 (4 + 16 x 2).
+  EXPECT_EQ(port_vl_xmit_wait_octets(), 36u);
+  Data vl_kept = kept(basic, port_vl_xmit_wait_octets());
+  for (int vl = 0; vl < kVlXmitWaitCounters; ++vl) {
+    EXPECT_EQ(vl_xmit_wait(basic.data(), vl), vl_xmit_wait(vl_kept.data(), vl)) << vl;
+  }
   for (std::size_t a = 0; a < detail_attributes().size(); ++a) {
     EXPECT_LT(detail_octets(a), basic.size());
     for (const auto& def : detail_attributes()[a].counters) {
@@ -210,6 +216,33 @@ TEST(Counters, TheOctetsKeptHoldEveryFieldTheDecodersRead) {
           << def.pma_name;
     }
   }
+}
+
+// OperationalVLs (PortInfo, 4 bits) and the data VLs it enables: VL 0 .. n-1.
+TEST(PortInfoDecode, OperationalVls) {
+  auto d = ndr_port_info();
+  for (int oper : {0, 1, 2, 3, 4, 5, 6, 15}) {
+    mad_set_field(d.data(), 0, IB_PORT_OPER_VLS_F, static_cast<std::uint32_t>(oper));
+    auto pi = decode_port_info(d.data());
+    EXPECT_EQ(pi.oper_vls, oper);
+    EXPECT_EQ(mtu_bytes(pi.mtu_capability), 4096) << "the octet it shares";
+  }
+  const std::map<int, int> vls{{0, 0}, {1, 1}, {2, 2}, {3, 4}, {4, 8}, {5, 15}, {6, 0}, {15, 0}};
+  for (auto [oper, n] : vls) EXPECT_EQ(operational_data_vls(oper), n) << oper;
+}
+
+// PortVLXmitWaitCounters: each VL's 16-bit counter where libibmad's field table puts it.
+TEST(VlXmitWait, EachVlsCounter) {
+  Data d{};
+  for (int vl = 0; vl < kVlXmitWaitCounters; ++vl) {
+    mad_set_field(d.data(), 0, static_cast<MAD_FIELDS>(IB_PC_PORT_VL_XMIT_WAIT0_F + vl),
+                  static_cast<std::uint32_t>(vl == 9 ? 0xffff : 100 + vl));
+  }
+  for (int vl = 0; vl < kVlXmitWaitCounters; ++vl) {
+    EXPECT_EQ(vl_xmit_wait(d.data(), vl), vl == 9 ? kVlXmitWaitMax : 100 + vl) << vl;
+  }
+  EXPECT_EQ(mad_get_field(d.data(), 0, IB_PC_PORT_VL_XMIT_WAIT15_F), 115u);
+  EXPECT_EQ(vl_xmit_wait_name(3), "PortVLXmitWait3");
 }
 
 TEST(Counters, MissingAttributeCostsOnlyItsValues) {
