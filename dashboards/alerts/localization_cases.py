@@ -460,6 +460,16 @@ SCENARIOS = [
     ("incast into h3 while h3 itself stalls: both the port and h3 (its own stalls)",
      mesh(HOSTS), dict(congested={into_host("h3"): 0.6}, stalled=["h3"], lead=30),
      [congestion(into_host("h3")), host("h3")]),
+    # Seen in bench/localization.py (seed 28, 4/sparse): a host named beside the cable.
+    ("sparse probing, 2 % of the packets from leaf-2 up into spine-1 dropped: three pairs cross "
+     "it (h1 -> h3's answers, h3 -> h5 and h4 -> h1), and h4 -> h1 happens to lose twice the "
+     "others' share; h1 answers no other prober, so as a responder it fits that pair's rate "
+     "better than the cable: the cable carries the other two pairs' loss as well, so it is "
+     "named, for all three, and not h1",
+     [("h1", "h3"), ("h3", "h5"), ("h4", "h1"), ("h1", "h2"), ("h1", "h6"), ("h5", "h6"),
+      ("h6", "h2"), ("h2", "h4")],
+     dict(dropping={uplink(2, 1): 0.02}, lossy_pairs={("h4", "h1"): 2}),
+     [named_cable("leaf-2", 3, "spine-1", 2)]),
 ]
 
 # When the samples end, a minute later the evidence is gone, and the alerts remember it for
