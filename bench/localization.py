@@ -523,18 +523,21 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
                     if name in NAMING:
                         e = namer.entity(al["labels"])
                         if al["state"] == "firing" or e not in seen:
-                            seen[e] = (name, al["state"])
+                            seen[e] = (name, al["state"],
+                                       al.get("annotations", {}).get("description", ""))
                     elif al["state"] == "firing":
                         others_now[name] = others_now.get(name, 0) + 1
                 for name, n in others_now.items():
                     others[name] = max(others.get(name, 0), n)
                 rel = round(now - (t0 if t0 is not None else start + warmup), 1)
-                for e, (name, state) in seen.items():
+                for e, (name, state, description) in seen.items():
                     # pending: the rule's expression holds, its `for:` not yet over.
                     if state != "firing":
                         pending.setdefault(e, rel)
                     elif e not in named:
-                        named[e] = {"first": rel, "last": rel, "alert": name}
+                        # The description as it first fired: why a bystander was named.
+                        named[e] = {"first": rel, "last": rel, "alert": name,
+                                    "description": description}
                         say("  %+.0fs firing %s: %s" % (rel, name, e))
                     else:
                         named[e]["last"] = rel
@@ -595,7 +598,8 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
     for b in result["lookalikes"]:
         say("  look-alike %s named at %+.0f s" % (b["entity"], b["first"]))
     for b in result["bystanders"]:
-        say("  BYSTANDER %s named at %+.0f s" % (b["entity"], b["first"]))
+        say("  BYSTANDER %s named at %+.0f s: %s" % (b["entity"], b["first"],
+                                                       b.get("description", "")))
     if dead:
         say("  daemons died: %s" % ", ".join(dead))
     return result
@@ -627,6 +631,7 @@ def score(result):
         if role != "culprit":
             result[role + "s"].append({
                 "entity": e, "first": v["first"], "last": v["last"], "alert": v["alert"],
+                "description": v.get("description", ""),
                 "phase": "warm-up" if v["first"] < 0 else "fault" if result["faults"]
                 else "clean"})
     return result
