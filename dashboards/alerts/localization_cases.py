@@ -470,6 +470,15 @@ SCENARIOS = [
       ("h6", "h2"), ("h2", "h4")],
      dict(dropping={uplink(2, 1): 0.02}, lossy_pairs={("h4", "h1"): 2}),
      [named_cable("leaf-2", 3, "spine-1", 2)]),
+    ("sparse probing, two faults one pair crosses: 5 % into h6 (its port counts them) and 5 % "
+     "from leaf-3 up into spine-1 (counted there); h1 -> h6 crosses both and loses 10 %, a rate "
+     "that fits the cables only it crosses better than either fault: those are each explained "
+     "by a fault that carries them and more, so only the two faults are named",
+     [("h1", "h6"), ("h4", "h6"), ("h6", "h4"), ("h5", "h3"), ("h3", "h5"), ("h2", "h1"),
+      ("h3", "h4")],
+     dict(dropping={into_host("h6"): 0.05, uplink(3, 1): 0.05},
+          port_errors=into_host_errors("h6", 5) + [("spine-1", 3, "receive_errors", 5)]),
+     [named_cable("leaf-3", 2, "h6", 1), named_cable("leaf-3", 3, "spine-1", 3)]),
 ]
 
 # When the samples end, a minute later the evidence is gone, and the alerts remember it for
