@@ -416,6 +416,20 @@ def fabric_overview():
                            "rate(ibfabric_ports_transmit_switch_hol_lifetime_limit_discards_total"
                            "{%s,side=\"peer\"}[%s])" % (SEL, RI)), PORT_LEGEND, ref="B")),
             12, 8)
+    lay.add(timeseries("Waiting per VL (vl_transmit_wait)",
+                       "PortVLXmitWait ticks per second of each data VL of the switch ports, top "
+                       "10: which virtual lane (which service level's traffic: NCCL's, "
+                       "storage's) waits. Only where the fabric sweep has vl_transmit_wait on. "
+                       "16-bit counters that stop at 65535 and the daemon never clears: a VL "
+                       "that waited reads 0 per second once pegged (its pegged flag: "
+                       "ibfabric_fabric_port_counters_saturated{counter=\"PortVLXmitWait<vl>\"}"
+                       "; docs/collectors.md, Congested time).", "none",
+                       target("topk(10, %s)" % with_link_names(
+                           "sum by (node_guid, port, vl) (rate("
+                           "ibfabric_fabric_port_vl_transmit_wait_ticks_total{%s}[%s]))"
+                           % (fsel, RI)),
+                              "{{node_name}} p{{port}} VL {{vl}} - {{remote_node_name}} "
+                              "p{{remote_port}}")), 24, 8)
     lay.row("Worst cables (a cable is named by both of its ends)")
     errors = ["ibfabric_fabric_port_%s_total" % c for c in (
         "symbol_errors", "link_error_recoveries", "receive_errors", "local_link_integrity_errors",

@@ -50,7 +50,8 @@ VMALERT_UNIT = os.path.join(DEPLOY, "victoria-metrics", "vmalert.service")
 SHARDS = 2
 # 4 leaves, 2 spines, 2 HCAs per leaf: 6 switches of 8 ports (48 switch ports), 8 HCAs.
 # Quantum-2 switches (a known PortXmitWait tick, so the congestion panels have a share of time)
-# and ConnectX-7 HCAs, as the demo's fabric.
+# and ConnectX-7 HCAs, as the demo's fabric; the sweep reads every optional attribute (error
+# details, per-VL waiting), so that their panels have data.
 TOPOLOGY = fattree(leaves=4, spines=2, hcas_per_leaf=2, device_ids=(0x2C9, 0xD2F2, 0x1021))
 SM_NODE = "node-001 mlx5_0"
 RATE_INTERVAL = "4s"  # Grafana's $__rate_interval at a 1s scrape interval
@@ -151,7 +152,8 @@ class MultiPrometheusTest(unittest.TestCase):
         }
         cls.instances = {}  # instance -> (fabric shard, Prometheus shard)
         for i, (node, fabric_shard, prom_shard, role, args) in enumerate(DAEMONS):
-            fabric = ("{enabled: true, interval: 1s, shards: %d, shard: %d, error_details: true}"
+            fabric = ("{enabled: true, interval: 1s, shards: %d, shard: %d, error_details: true,"
+                      " vl_transmit_wait: true}"
                       % (SHARDS, fabric_shard) if fabric_shard is not None
                       else "{enabled: false}")
             config = os.path.join(cls.tmp.name, "ibfabricd-%d.yaml" % i)

@@ -55,6 +55,7 @@ DEMO_NAMES = {"spine-1": "spine-01 (row B)", "spine-2": "spine-02 (row B)",
               "gpu-node-03 mlx5_0": "gpu-node-03", "sm-node mlx5_0": "sm-node mlx5_0"}
 # Grafana's $__rate_interval with a 1s scrape interval: four scrapes.
 RATE_INTERVAL = "4s"
+VL_TICKS = 100  # PortVLXmitWait ticks a second of the congested port's VL 3 (test_5c)
 
 
 class PrometheusEndToEnd(unittest.TestCase):
@@ -97,7 +98,8 @@ class PrometheusEndToEnd(unittest.TestCase):
                             "  ports: {interval: 1s}\n"
                             "  sriov: {interval: 1s}\n"
                             "  sm: {interval: 1s}\n"
-                            "  fabric: {enabled: %s, interval: 2s, error_details: true}\n"
+                            "  fabric: {enabled: %s, interval: 2s, error_details: true,"
+                            " vl_transmit_wait: true}\n"
                             % ("true" if fabric_on else "false") + probe_config[i])
                 configs.append(config)
             extra = [[], ["--sysfs-root", fixture("sysfs", "sriov-ib")]]
@@ -239,7 +241,8 @@ class PrometheusEndToEnd(unittest.TestCase):
         # steadily, at the ticks a second that share means at the port's data rate with its
         # switch's tick (a Quantum-2's 8 bytes, config/demo/fabric.topo), both as the daemon
         # reports them. The 32-bit field is set back to 0 before it would peg (rate() takes
-        # that for a counter reset).
+        # that for a counter reset). The port's VL 3 waits too, 100 ticks a second (its 16-bit
+        # counter stays below its peg for 10 minutes), the other VLs not.
         seed = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
         switch, port, far, far_port, tier = random.Random(seed).choice(DEMO_SWITCH_PORTS)
         print("congested: %s[%d] (seed %d)" % (switch, port, seed))
@@ -258,9 +261,14 @@ class PrometheusEndToEnd(unittest.TestCase):
         def wait():
             start = time.monotonic()
             while not stop.wait(0.25):
-                ticks = int(per_second * (time.monotonic() - start)) % 4_000_000_000
+                elapsed = time.monotonic() - start
+                ticks = int(per_second * elapsed) % 4_000_000_000
                 self.fabric.command('PerformanceSet "%s"[%d] PortCounters.PortXmitWait=%d'
                                     % (switch, port, ticks), settle=0)
+                self.fabric.command('PerformanceSet "%s"[%d] PortVLXmitWaitCounters.'
+                                    'PortVLXmitWaitCounters3=%d'
+                                    % (switch, port, min(int(VL_TICKS * elapsed), 65534)),
+                                    settle=0)
         waiter = threading.Thread(target=wait)
         waiter.start()
         try:
@@ -282,11 +290,28 @@ class PrometheusEndToEnd(unittest.TestCase):
             self.assertIn("Port %d of switch %s (cabled to %s port %d) waited for credits "
                           % (port, DEMO_NAMES[switch], DEMO_NAMES[far], far_port),
                           alert["annotations"]["description"])
+            # Per VL: the dashboard's panel ranks VL 3 of this port first, it waited about its
+            # rate, and the port's other VLs nothing.
+            [(_, _, expr)] = [q for q in dashboard_queries(RATE_INTERVAL)
+                              if q[1] == "Waiting per VL (vl_transmit_wait)"]
+            top = max(self.prom.query(expr), key=lambda r: float(r["value"][1]))
+            self.assertEqual((top["metric"]["node_name"], top["metric"]["port"],
+                              top["metric"]["vl"]), (DEMO_NAMES[switch], str(port), "3"))
+            [vl3] = self.prom.query('rate(ibfabric_fabric_port_vl_transmit_wait_ticks_total'
+                                    '{node_guid="%s",port="%d",vl="3"}[30s])' % (guid, port))
+            self.assertAlmostEqual(float(vl3["value"][1]), VL_TICKS, delta=VL_TICKS * 0.4)
+            others = self.prom.query(
+                'rate(ibfabric_fabric_port_vl_transmit_wait_ticks_total'
+                '{node_guid="%s",port="%d",vl!="3"}[1m])' % (guid, port))
+            self.assertTrue(others)
+            self.assertEqual({r["value"][1] for r in others}, {"0"})
         finally:
             stop.set()
             waiter.join()
             self.fabric.command('PerformanceSet "%s"[%d] PortCounters.PortXmitWait=0'
                                 % (switch, port))
+            self.fabric.command('PerformanceSet "%s"[%d] PortVLXmitWaitCounters.'
+                                'PortVLXmitWaitCounters3=0' % (switch, port))
         self.wait_resolved("IbfabricCongestionHotSpot", node_guid=guid)
 
     def test_5d_head_of_queue_discards_name_a_stuck_receiver(self):
