@@ -42,6 +42,15 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            idle daemon (no collector) scraped the same way; KiB per swept switch port. The
            sweeping daemon keeps its link memory in a state directory, as under the shipped
            unit (since 2026-11-25 night; earlier figures were read without one).
+  vl       (not in the default phases) what `vl_transmit_wait: true` costs against false, on the
+           same fabric in the same run: ROUNDS rounds of `ibfabricd --once` (rate limit
+           lifted), off then on in each, so that the machine's noise hits both: medians of the
+           sweep, the whole process, the sweep's MADs (one PortVLXmitWaitCounters more per
+           port), peak RSS, ports swept and failed, series (all, the fabric's, the per-VL ones:
+           one per operational data VL of each port) and exposition bytes, with on/off; then a
+           running daemon of each, one after the other, measured as the memory phase measures
+           one (link memory on disk, beside one idle daemon, --mem-* options): RSS and KiB per
+           swept switch port, off, on and on/off.
 
 Everything it starts (ibsim, opensm, daemons, Prometheus) is ended by PID when it ends.
 
@@ -106,7 +115,7 @@ def write(path, text):
 
 
 def daemon_config(f, name, interval="1h", rediscover=1000, shards=1, shard=0, counters="all",
-                  fabric=True, rate_limit=0, state=False):
+                  fabric=True, rate_limit=0, state=False, vl_transmit_wait=False):
     text = "mad: {rate_limit: %d, max_queued: %d}\ncollectors:\n  sysfs: {enabled: false}\n" \
            "  ports: {enabled: false}\n" % (rate_limit, MAX_QUEUED)
     if state:
@@ -116,7 +125,9 @@ def daemon_config(f, name, interval="1h", rediscover=1000, shards=1, shard=0, co
         text = "state_directory: %s\n" % directory + text
     if fabric:
         text += ("  fabric: {enabled: true, interval: %s, rediscover_every: %d, shards: %d, "
-                 "shard: %d, counters: %s}\n" % (interval, rediscover, shards, shard, counters))
+                 "shard: %d, counters: %s%s}\n" % (interval, rediscover, shards, shard, counters,
+                                                   ", vl_transmit_wait: true"
+                                                   if vl_transmit_wait else ""))
     return write(os.path.join(f.workdir, name + ".yaml"), text)
 
 
@@ -136,16 +147,35 @@ def scrape(url, compressed, timeout=300):
 
 
 FABRIC_RUNS = re.compile(r'^ibfabric_collector_runs_total\{collector="fabric"\} (\S+)$', re.M)
+VL_FAMILY = "ibfabric_fabric_port_vl_transmit_wait_ticks_total"
+# A per-VL series' labels but its vl: the switch port it belongs to.
+VL_PORT = re.compile(r"^%s\{(.*?),?vl=\"\d+\"(.*?)\} " % VL_FAMILY, re.M)
 
 
-def series(text):
+def series(text, *families):
+    """Series in an exposition: all, the fabric's, and then those of each of `families`."""
     n = fab = 0
+    counts = [0] * len(families)
     for line in text.splitlines():
         if line and not line.startswith("#"):
             n += 1
             if line.startswith("ibfabric_fabric_"):
                 fab += 1
-    return n, fab
+                for i, family in enumerate(families):
+                    if line.startswith(family + "{"):
+                        counts[i] += 1
+    return (n, fab) + tuple(counts)
+
+
+def vls_per_port(text):
+    """{number of per-VL series of a switch port: how many ports have that many}."""
+    ports = {}
+    for m in VL_PORT.finditer(text):
+        ports[m.groups()] = ports.get(m.groups(), 0) + 1
+    hist = {}
+    for n in ports.values():
+        hist[n] = hist.get(n, 0) + 1
+    return dict(sorted(hist.items()))
 
 
 # --- up ------------------------------------------------------------------------------------
@@ -218,6 +248,7 @@ def run_once(f, binary, host, config):
     wall = time.monotonic() - start
     if p.returncode != 0:
         raise RuntimeError("ibfabricd --once failed (%d)" % p.returncode)
+    n, fab, vl = series(out, VL_FAMILY)
     return {
         "wall": wall,
         "peak_mib": usage.ru_maxrss / 1024,
@@ -228,6 +259,10 @@ def run_once(f, binary, host, config):
         "ports": int(metric(out, "ibfabric_fabric_ports_swept")),
         "failed": int(metric(out, "ibfabric_fabric_ports_failed")),
         "text_bytes": len(out.encode()),
+        "series": n,
+        "fabric_series": fab,
+        "vl_series": vl,
+        "vls_per_port": vls_per_port(out) if vl else {},
     }
 
 
@@ -413,12 +448,18 @@ def memory_window(f, d, window, pid_ready, text_every=5):
 SHARD_PORTS = re.compile(r"fabric: sweep done ports=(\d+) failed=(\d+)")
 
 
-def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1):
-    idle_cfg = daemon_config(f, "idle", fabric=False)
-    with f.daemon(["--config", idle_cfg], host=host) as d:
-        idle = memory_window(f, d, min(window, 30), lambda: time.sleep(2), text_every[0])
-    show("idle", idle)
-    cfg = daemon_config(f, "mem", interval=interval, rediscover=10, shards=shards, state=True)
+def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1,
+           vl_transmit_wait=False, name="mem", idle=None):
+    """The idle daemon (unless given: `idle`, a memory_window() of one) and one sweeping daemon
+    per text_every value: (idle, [{every, ports, busy, peak_kib, rss_kib} per value])."""
+    if idle is None:
+        idle_cfg = daemon_config(f, "idle", fabric=False)
+        with f.daemon(["--config", idle_cfg], host=host) as d:
+            idle = memory_window(f, d, min(window, 30), lambda: time.sleep(2), text_every[0])
+        show("idle", idle)
+    cfg = daemon_config(f, name, interval=interval, rediscover=10, shards=shards, state=True,
+                        vl_transmit_wait=vl_transmit_wait)
+    rows = []
     for every in text_every:
         with f.daemon(["--config", cfg, "--log.level", "debug"], host=host) as d:
             def ready():
@@ -433,13 +474,18 @@ def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1)
                 ok, failed = SHARD_PORTS.findall(d.log())[-1]
                 ports = int(ok) + int(failed)
                 say("  shard 0 of %d: %d switch ports" % (shards, ports))
-        show("sweeping (%s)" % ("every %dth scrape text" % every if every else "gzip only"),
+        show("sweeping%s (%s)" % (" with vl_transmit_wait" if vl_transmit_wait else "",
+                                  "every %dth scrape text" % every if every else "gzip only"),
              busy)
         say("  sweeps in the daemon's life: %d (failed ports max %d)"
             % (len(sweeps), max(int(x[0]) for x in sweeps)))
+        row = {"every": every, "ports": ports, "busy": busy,
+               "peak_kib": (busy["hwm"] - idle["hwm"]) * 1024 / ports,
+               "rss_kib": (busy["rss_median"] - idle["rss_median"]) * 1024 / ports}
         say("  per swept switch port: peak %.2f KiB ((%.1f - %.1f) MiB / %d), median RSS %.2f "
-            "KiB" % ((busy["hwm"] - idle["hwm"]) * 1024 / ports, busy["hwm"], idle["hwm"],
-                     ports, (busy["rss_median"] - idle["rss_median"]) * 1024 / ports))
+            "KiB" % (row["peak_kib"], busy["hwm"], idle["hwm"], ports, row["rss_kib"]))
+        rows.append(row)
+    return idle, rows
 
 
 def show(name, m):
@@ -460,6 +506,69 @@ def show(name, m):
                 statistics.median(sc["after_sweep"]), max(sc["after_sweep"]),
                 len(sc["after_sweep"]), statistics.median(sc["later"]), max(sc["later"]),
                 len(sc["later"])))
+
+
+# --- vl ------------------------------------------------------------------------------------
+
+# What the vl phase compares of the --once runs: (run_once() key, name, format).
+VL_ONCE = (("sweep", "sweep seconds", "%.3f"), ("wall", "process wall seconds", "%.3f"),
+           ("sweep_mads", "sweep MADs", "%d"), ("peak_mib", "peak RSS MiB", "%.1f"),
+           ("ports", "ports swept", "%d"), ("failed", "ports failed", "%d"),
+           ("series", "series", "%d"), ("fabric_series", "fabric series", "%d"),
+           ("text_bytes", "exposition bytes", "%d"), ("vl_series", "per-VL series", "%d"))
+
+
+def off_on(title, rows):
+    """A table of (name, format, off, on) rows: off, on, on/off, on - off."""
+    say(title)
+    say("  %-34s %13s %13s %8s %13s" % ("vl_transmit_wait:", "off", "on", "on/off", "on - off"))
+    for name, fmt, off, on in rows:
+        say("  %-34s %13s %13s %8s %13s" % (name, fmt % off, fmt % on,
+                                            "%.3fx" % (on / off) if off else "-",
+                                            fmt % (on - off)))
+
+
+def vl_cost(f, binary, host, ports, rounds, interval, window, timeout, text_every, shards):
+    """vl_transmit_wait off against on, on the same fabric: --once runs alternating (off, on)
+    in each round, then a running daemon of each, one after the other, measured as the memory
+    phase measures it (beside one idle daemon)."""
+    med = statistics.median
+    cfgs = {False: daemon_config(f, "once"),
+            True: daemon_config(f, "once-vl", vl_transmit_wait=True)}
+    runs = {False: [], True: []}
+    for rnd in range(rounds):
+        say("round %d, load average %s" % (rnd + 1, os.getloadavg()))
+        for vl in (False, True):
+            o = run_once(f, binary, host, cfgs[vl])
+            runs[vl].append(o)
+            say("  --once, vl_transmit_wait %-3s: sweep %.3fs (%d MADs), process %.2fs, peak "
+                "RSS %.1f MiB, %d ports, %d failed, %d series (%d fabric, %d per-VL), %d B text"
+                % ("on" if vl else "off", o["sweep"], o["sweep_mads"], o["wall"], o["peak_mib"],
+                   o["ports"], o["failed"], o["series"], o["fabric_series"], o["vl_series"],
+                   o["text_bytes"]))
+    say("")
+    off_on("--once, medians of %d rounds:" % rounds,
+           [(name, fmt, med(o[key] for o in runs[False]), med(o[key] for o in runs[True]))
+            for key, name, fmt in VL_ONCE])
+    last = runs[True][-1]
+    say("  per-VL series per swept switch port %.2f; ports by their number of per-VL series "
+        "(last run): %s" % (last["vl_series"] / last["ports"] if last["ports"] else 0,
+                            ", ".join("%d VLs: %d" % kv for kv in last["vls_per_port"].items())
+                            or "none"))
+    say("\nvl_transmit_wait, running daemons, fabric every %s, scraped every 2 s for %ds:"
+        % (interval, window))
+    idle, off = memory(f, host, ports, interval, window, timeout, text_every, shards,
+                       name="vl-mem-off")
+    _, on = memory(f, host, ports, interval, window, timeout, text_every, shards,
+                   vl_transmit_wait=True, name="vl-mem-on", idle=idle)
+    for a, b in zip(off, on):
+        off_on("running daemon (%s), %d switch ports:"
+               % ("every %dth scrape text" % a["every"] if a["every"] else "gzip only",
+                  a["ports"]),
+               [("peak RSS MiB", "%.1f", a["busy"]["hwm"], b["busy"]["hwm"]),
+                ("median RSS MiB", "%.1f", a["busy"]["rss_median"], b["busy"]["rss_median"]),
+                ("KiB per swept switch port, peak", "%.2f", a["peak_kib"], b["peak_kib"]),
+                ("KiB per swept switch port, median", "%.2f", a["rss_kib"], b["rss_kib"])])
 
 
 def clients(f, hosts, n, timeout):
@@ -665,6 +774,11 @@ def main():
             say("memory, fabric every %s, scraped every 2 s for %ds:" % (interval, a.mem_window))
             memory(f, hosts[0], ports, interval, a.mem_window, a.timeout,
                    [int(x) for x in a.mem_text_every.split(",")], a.mem_shards)
+        if "vl" in phases:
+            interval = a.mem_interval or a.steady_interval
+            say("vl_transmit_wait off against on, %d rounds:" % a.rounds)
+            vl_cost(f, binary, hosts[0], ports, a.rounds, interval, a.mem_window, a.timeout,
+                    [int(x) for x in a.mem_text_every.split(",")], a.mem_shards)
         if "default" in phases:
             say("default rate limit (2,000 MADs/s), shards 1 and shards 2, one after the other:")
             for shards in (1, 2):
