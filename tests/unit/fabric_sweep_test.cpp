@@ -374,10 +374,10 @@ TEST_F(FabricSweep, VlTransmitWaitExportsEachPortsOperationalVls) {
   auto& f = *tree.fabric;
   for (Guid sw : tree.switches()) f.oper_vls(sw, 4);  // VL0-7
   const Guid leaf = FatTree::leaf(0);
-  f.oper_vls(leaf, 1, 1);  // VL0
-  f.oper_vls(leaf, 2, 2);  // VL0-1
-  f.oper_vls(leaf, 3, 3);  // VL0-3
-  f.oper_vls(leaf, 0, 4);  // not set
+  f.oper_vls(leaf, 1, 1);              // VL0
+  f.oper_vls(leaf, 2, 2);              // VL0-1
+  f.oper_vls(leaf, 3, 3);              // VL0-3
+  f.oper_vls(leaf, 0, 4);              // not set
   f.oper_vls(FatTree::leaf(1), 5, 2);  // VL0-14
   vl_waits(tree);
   vl_wait(tree, leaf, 2, 1, 0xffff);               // pegged, exported
@@ -438,8 +438,9 @@ TEST_F(FabricSweep, VlTransmitWaitExportsEachPortsOperationalVls) {
   for (int vl = 0; vl < 8; ++vl) want[vl] = 1000.0 + vl + 1;
   want[5] = 0xffff;
   EXPECT_EQ(vl_series(c.metrics, leaf, 1), want);
-  EXPECT_TRUE(c.metrics.value("ibfabric_fabric_port_counters_saturated",
-                              {{"node_guid", hex(leaf)}, {"port", "1"}, {"counter", "PortVLXmitWait5"}}));
+  EXPECT_TRUE(
+      c.metrics.value("ibfabric_fabric_port_counters_saturated",
+                      {{"node_guid", hex(leaf)}, {"port", "1"}, {"counter", "PortVLXmitWait5"}}));
 }
 
 // A PMA that rejects PortVLXmitWaitCounters (MAD status) costs only the per-VL series of its
@@ -484,8 +485,8 @@ TEST_F(FabricSweep, ARejectedVlXmitWaitCostsOnlyItsSeries) {
 // again. Past keep_unread (here shorter than a sweep) the per-VL series go, the rest stays.
 TEST_F(FabricSweep, ALostVlXmitWaitKeepsItsLastValuesWithinKeepUnread) {
   const Guid leaf = FatTree::leaf(0);
-  for (auto keep : {std::chrono::nanoseconds{std::chrono::minutes(10)},
-                    std::chrono::nanoseconds{1}}) {
+  for (auto keep :
+       {std::chrono::nanoseconds{std::chrono::minutes(10)}, std::chrono::nanoseconds{1}}) {
     SCOPED_TRACE("keep_unread " + std::to_string(keep.count()) + "ns");
     FatTree tree(io_, 1, 2, 2);
     capabilities(tree, kExtended);
