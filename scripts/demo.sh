@@ -121,10 +121,12 @@ demo: a stalled host: pause gpu-node-02's daemon six times; the others' probes t
       late, and IbfabricSuspectHost names gpu-node-02 (no cable):
         for i in 1 2 3 4 5 6; do kill -STOP ${daemon_pids[1]}; sleep 0.4; kill -CONT ${daemon_pids[1]}; sleep 0.6; done
 demo: congestion: spine-1's port to leaf-2 waits 40 % of the time (ibsim has no traffic: its
-      PortXmitWait is raised at 5e7 ticks a second, 40 % at SDR 4x with a Quantum-2's 8-byte tick,
-      and set back before the 32-bit field pegs); the fabric dashboard's "Congestion hot spots"
-      row shows it within two minutes, IbfabricCongestionHotSpot fires after ten more:
-        for i in \$(seq 2400); do echo "PerformanceSet \"spine-1\"[2] PortCounters.PortXmitWait=\$(( i * 25000000 % 4000000000 ))" > $scratch/ibsim.cmd; sleep 0.5; done
+      PortXmitWait is set to 5e7 ticks a second since the loop began, from the clock, so a busy
+      machine's slow loop changes nothing: 40 % at SDR 4x with a Quantum-2's 8-byte tick; set back
+      before the 32-bit field pegs, which costs the rate a part); the fabric dashboard's
+      "Congestion hot spots" row shows it within two minutes, at about a third,
+      IbfabricCongestionHotSpot fires after ten more:
+        t0=\$(date +%s%N); for i in \$(seq 2400); do echo "PerformanceSet \"spine-1\"[2] PortCounters.PortXmitWait=\$(( (\$(date +%s%N) - t0) / 20 % 4000000000 ))" > $scratch/ibsim.cmd; sleep 0.5; done
       a stuck receiver: echo 'PerformanceSet "leaf-2"[1] PortXmitDiscardDetails.PortSwHOQLifetimeLimitDiscards=40' > $scratch/ibsim.cmd
 demo: logs in $scratch; Ctrl-C stops the demo
 EOF
