@@ -3,6 +3,7 @@
 // labels, capture log lines, and a scratch directory.
 
 #include "collectors/collector.h"
+#include "mad/engine.h"
 
 #include <boost/asio/io_context.hpp>
 
@@ -37,6 +38,24 @@ inline CollectResult collect_on(boost::asio::io_context& io, Collector& collecto
   io.run();
   EXPECT_TRUE(result) << "the run never ended";
   return result ? std::move(*result) : CollectResult{};
+}
+
+// The same, for a collection that must succeed: its metrics.
+inline MetricFamilies metrics_on(boost::asio::io_context& io, Collector& collector) {
+  auto r = collect_on(io, collector);
+  EXPECT_TRUE(r.success) << r.error;
+  return std::move(r.metrics);
+}
+
+// Port 1 of CA mlx5_0, InfiniBand, of node `node_guid` (its port GUID the next one).
+inline mad::LocalPort ib_port(std::uint64_t node_guid) {
+  mad::LocalPort port;
+  port.ca = "mlx5_0";
+  port.port = 1;
+  port.node_guid = node_guid;
+  port.port_guid = node_guid + 1;
+  port.link_layer = "InfiniBand";
+  return port;
 }
 
 inline std::map<std::string, std::string> label_map(const Sample& sample) {

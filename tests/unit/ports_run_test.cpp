@@ -50,23 +50,14 @@ class PortsRunTest : public ::testing::Test {
   }
 
   std::unique_ptr<PortsCollector> collector(PortsConfig config = {}) {
-    mad::LocalPort port;
-    port.ca = "mlx5_0";
-    port.port = 1;
-    port.node_guid = kHostA;
-    port.port_guid = kHostA + 1;
-    port.link_layer = "InfiniBand";
+    auto port = test_support::ib_port(kHostA);
     return std::make_unique<PortsCollector>(
         io_, [f = fabric_] { return f; }, config, std::make_shared<const NodeNameMap>(),
         [port] { return std::vector<mad::LocalPort>{port}; });
   }
 
   CollectResult collect(Collector& c) { return test_support::collect_on(io_, c); }
-  MetricFamilies run(Collector& c) {
-    auto r = collect(c);
-    EXPECT_TRUE(r.success) << r.error;
-    return std::move(r.metrics);
-  }
+  MetricFamilies run(Collector& c) { return test_support::metrics_on(io_, c); }
 
   boost::asio::io_context io_;
   std::shared_ptr<FakeFabric> fabric_;

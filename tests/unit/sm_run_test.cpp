@@ -70,11 +70,7 @@ class SmRunTest : public ::testing::Test {
   }
 
   CollectResult collect(Collector& c) { return test_support::collect_on(io_, c); }
-  MetricFamilies run(Collector& c) {
-    auto r = collect(c);
-    EXPECT_TRUE(r.success) << r.error;
-    return std::move(r.metrics);
-  }
+  MetricFamilies run(Collector& c) { return test_support::metrics_on(io_, c); }
 
   boost::asio::io_context io_;
   std::shared_ptr<FakeFabric> fabric_;

@@ -177,12 +177,7 @@ class StateRestore : public ::testing::Test {
     ports::PortsConfig config;
     config.link_memory = memory;
     config.error_details = false;
-    mad::LocalPort port;
-    port.ca = "mlx5_0";
-    port.port = 1;
-    port.node_guid = kHostA;
-    port.port_guid = kHostA + 1;
-    port.link_layer = "InfiniBand";
+    auto port = test_support::ib_port(kHostA);
     return std::make_unique<ports::PortsCollector>(
         io_, subnet_.engine(), config, std::make_shared<const NodeNameMap>(),
         [port] { return std::vector<mad::LocalPort>{port}; }, 5s, dir_.path());
