@@ -1,0 +1,86 @@
+#pragma once
+// The attribution: evidence in, verdicts out (docs/design.md, "Who is to blame"). Pure code,
+// no I/O and no clock: the same evidence gives the same verdicts, in the same order.
+
+#include "localize/evidence.h"
+
+#include <cstdint>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace ibfabric::localize {
+
+// What a verdict blames.
+enum class Kind : std::uint8_t {
+  cable,       // a cable, in the directions listed
+  host,        // a host as a whole
+  responder,   // a host as the one answering probes
+  prober,      // a host as the one sending them
+  congestion,  // a sending port that waits (the cable's direction it sends into)
+};
+const char* kind_name(Kind kind);
+
+// One component a verdict names.
+struct Suspect {
+  Kind kind = Kind::cable;
+  CableId cable = 0;              // cable, congestion
+  std::vector<bool> directions;   // cable: which directions lose ({a_to_b, b_to_a} order)
+  bool a_to_b = true;             // congestion: the direction it sends into
+  HostId host = 0;                // host, responder, prober
+  auto operator<=>(const Suspect&) const = default;
+};
+
+struct Verdict {
+  // What explains the evidence. `suspects.front()` is the culprit the alert is named after; the
+  // rest are the components the probes cannot tell it apart from (same pairs, as likely), and
+  // no evidence of their own decides between them.
+  std::vector<Suspect> suspects;
+  std::string cause;              // "loss", "late", "congestion"
+  std::vector<std::uint32_t> pairs;  // the pairs it explains (indexes into Evidence::pairs)
+  double sent = 0, lost = 0, late = 0;  // over the pairs it explains
+  double rate = 0;                // its own loss rate (loss), late share (late, congestion)
+  std::vector<HostId> blast_radius;  // hosts whose probed paths cross it (or the host itself)
+  std::string why;                // one sentence: why this and not the others
+};
+
+struct Options {
+  // Loss: a culprit explains at least this many lost probes, at more than this rate.
+  double min_lost = 4;
+  double min_loss_rate = 0.005;
+  // A pair contradicts a candidate when, had the candidate dropped its share of the pair's
+  // probes, losing as few as it did had a chance under this (one-sided binomial test); all of
+  // its pairs that lost less than their share, together, likewise (chi-square of their
+  // deviances).
+  double contradiction_p = 1e-3;
+  // Candidates whose log-likelihood gain is within this of the best one's, over the same
+  // pairs, are equally suspect.
+  double equal_fit = 2.0;
+  // Late: a host late in at least this many pairs, this many late probes, this share of its
+  // probes, and this many times as often as the pairs it is no part of.
+  double min_late_pairs = 2;
+  double min_late = 8;
+  double min_late_rate = 0.01;
+  double late_over_others = 3;
+  // Own trouble: loop stalls of at least this long in the window.
+  double stall_seconds = 0.5;
+};
+
+// One evaluation.
+std::vector<Verdict> localize(const Evidence& evidence, const Options& options = {});
+
+// A verdict's culprits as one stable key (for naming only what two evaluations agree on).
+std::string verdict_key(const Evidence& evidence, const Suspect& suspect);
+
+// Names a suspect only once two evaluations in a row hold it (a verdict of one evaluation, in
+// the middle of a change, names nobody).
+class Confirmer {
+ public:
+  // The verdicts of `verdicts` whose culprit the previous call also had.
+  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts);
+
+ private:
+  std::set<std::string> previous_;
+};
+
+}  // namespace ibfabric::localize
