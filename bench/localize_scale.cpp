@@ -6,9 +6,10 @@
 //       verdict against the faults and prints the totals. Each scenario replays alone with the
 //       `--seed S --only I` it prints. Exit status 1 when a bystander was named or fewer than
 //       95 % of the distinguishable culprits were.
-//   localize_scale --time [--time-hosts 10000,100000] [--repeat 5] [--seed 1] [fabric]
-//       per size, in a process of its own: the time to build the evidence, then the wall and
-//       CPU time of one localize() (median of --repeat), and peak RSS after each.
+//   localize_scale --time [--time-hosts 10000,100000] [--repeat 5] [--seed 1] [--only 0] [fabric]
+//       per size, in a process of its own, with the faults and noise of scenario --only: the
+//       time to build the evidence, then the wall and CPU time of one localize() (median of
+//       --repeat), and the peak RSS after each.
 //
 //   fabric: [--peers 3] [--probes 60] [--hosts-per-leaf 40] [--leaves-per-pod 16] [--aggs 8]
 //           [--cores-per-agg 16] [--counter-probability 0.8]
@@ -174,9 +175,7 @@ int run_scenarios(const Args& a) {
   std::uint32_t bystanders = 0, scenarios_with_bystanders = 0, lookalikes = 0;
   const std::uint32_t first = a.only.value_or(0), last = a.only ? *a.only + 1 : a.scenarios;
   for (std::uint32_t i = first; i < last; ++i) {
-    Rng rng(scenario_seed(a.seed, i));
-    std::vector<Fault> faults = draw_faults(tree, a.settings, rng);
-    const Scenario s = apply_faults(tree, pairs, a.settings, std::move(faults), rng);
+    const Scenario s = make_scenario(tree, pairs, a.settings, a.seed, i);
     const auto t0 = std::chrono::steady_clock::now();
     const std::vector<Verdict> verdicts = localize(s.evidence, options);
     times.push_back(seconds_since(t0));
@@ -279,9 +278,7 @@ void time_one(const Args& a, std::uint32_t hosts) {
   const FatTree tree(shape);
   std::vector<Pair> pairs = make_pairs(tree, a.settings, a.seed);
   const std::size_t n_pairs = pairs.size(), n_hops = hops(pairs);
-  Rng rng(scenario_seed(a.seed, 0));
-  std::vector<Fault> faults = draw_faults(tree, a.settings, rng);
-  const Scenario s = apply_faults(tree, std::move(pairs), a.settings, std::move(faults), rng);
+  const Scenario s = make_scenario(tree, std::move(pairs), a.settings, a.seed, a.only.value_or(0));
   const double build_wall = seconds_since(t0), build_cpu = cpu_seconds() - c0;
   const double rss_built = peak_rss_mib();
 
@@ -302,12 +299,13 @@ void time_one(const Args& a, std::uint32_t hosts) {
 
 int run_timing(const Args& a) {
   std::printf(
-      "one window's evidence (the faults and noise of scenario 0 of seed %llu), %u peers "
+      "one window's evidence (the faults and noise of scenario %u of seed %llu), %u peers "
       "a host, %u probes a pair; localize() timed %u times (median); each size in a "
       "process of its own\n",
-      static_cast<unsigned long long>(a.seed), a.settings.peers, a.settings.probes, a.repeat);
+      a.only.value_or(0), static_cast<unsigned long long>(a.seed), a.settings.peers,
+      a.settings.probes, a.repeat);
   std::printf("%8s %8s %10s %11s %9s %12s %11s %10s %12s %4s\n", "hosts", "pairs", "hops",
-              "build wall", "cpu", "peak RSS", "localize", "cpu", "peak RSS", "verd");
+              "build wall", "cpu", "RSS built", "localize", "cpu", "peak RSS", "verd");
   for (std::uint32_t hosts : a.time_hosts) {
     std::fflush(stdout);
     const pid_t pid = fork();

@@ -271,6 +271,7 @@ struct Fault {
   double rate = 0;
   // What the draw gave.
   std::uint32_t pairs = 0;    // pairs it touches
+  double sent = 0;            // their probes
   double expected_lost = 0;   // loss: its rate times the probes crossing it
   double lost = 0, late = 0;  // probes it dropped, made late (local_failure: failed locally)
   std::uint32_t late_pairs = 0;
@@ -363,7 +364,7 @@ inline Scenario apply_faults(const FatTree& tree, std::vector<Pair> pairs, const
   };
   for (Fault& f : faults) {
     f.pairs = 0;
-    f.expected_lost = f.lost = f.late = 0;
+    f.sent = f.expected_lost = f.lost = f.late = 0;
     f.late_pairs = 0;
     if (f.kind == FaultKind::stall) e.hosts[f.host].loop_stall_seconds = f.rate;
     if (f.kind == FaultKind::congestion)
@@ -392,6 +393,7 @@ inline Scenario apply_faults(const FatTree& tree, std::vector<Pair> pairs, const
     for (LinkId l : p.path) {
       for (Fault& f : faults) {
         if (f.kind != FaultKind::loss || f.link != l) continue;
+        f.sent += p.sent;
         f.expected_lost += p.sent * f.rate;
         const std::uint32_t dropped = rng.binomial(survivors, f.rate);
         survivors -= dropped;
@@ -413,6 +415,7 @@ inline Scenario apply_faults(const FatTree& tree, std::vector<Pair> pairs, const
         continue;
       }
       ++f.pairs;
+      f.sent += p.sent;
       late_here[i] = rng.binomial(survivors, share);
       late += late_here[i];
     }
@@ -441,6 +444,15 @@ inline Scenario apply_faults(const FatTree& tree, std::vector<Pair> pairs, const
   e.pairs = std::move(pairs);
   s.faults = std::move(faults);
   return s;
+}
+
+// Scenario `index` of a run seeded `seed`: its faults, then its window (`pairs` from the same
+// seed, make_pairs).
+inline Scenario make_scenario(const FatTree& tree, std::vector<Pair> pairs,
+                              const Settings& settings, std::uint64_t seed, std::uint32_t index) {
+  Rng rng(scenario_seed(seed, index));
+  std::vector<Fault> faults = draw_faults(tree, settings, rng);
+  return apply_faults(tree, std::move(pairs), settings, std::move(faults), rng);
 }
 
 // --- scoring ------------------------------------------------------------------------------
@@ -616,11 +628,13 @@ inline std::string unobservable(const Fault& f, const Options& o) {
       if (f.pairs == 0) return "no pair crosses it";
       if (f.expected_lost < o.min_lost) return "expected lost under min_lost";
       if (f.lost < o.min_lost) return "lost under min_lost (drawn)";
+      if (f.lost <= o.min_loss_rate * f.sent) return "loss rate under min_loss_rate (drawn)";
       return "";
     case FaultKind::stall:
     case FaultKind::congestion:
       if (f.pairs == 0) return "no pair crosses it";
       if (f.late < o.min_late || f.late_pairs < o.min_late_pairs) return "late under min_late";
+      if (f.late <= o.min_late_rate * f.sent) return "late share under min_late_rate";
       return "";
     case FaultKind::local_failure:
       return "no probe symptom (its own evidence only)";
