@@ -55,13 +55,6 @@ double loglik(double lost, double sent, double r) {
   return lost * std::log(r) + (sent - lost) * std::log1p(-r);
 }
 
-// Deviance of `lost` of `sent` from an expected `e` (0 where it lost as many or more).
-double deficit_deviance(double lost, double sent, double e) {
-  if (lost >= e || sent <= 0) return 0;
-  auto term = [](double x, double m) { return x > 0 ? x * std::log(x / m) : 0.0; };
-  return 2 * (term(lost, e) + term(sent - lost, sent - e));
-}
-
 // Deviance of `lost` of `sent` from an expected `e` where it lost more (0 otherwise).
 double excess_deviance(double lost, double sent, double e) {
   if (lost <= e || sent <= 0) return 0;
@@ -101,6 +94,27 @@ double log_poisson_tail(double k, double m) {
     if (term < 1e-12 * sum) break;
   }
   return log_pk + std::log(sum);
+}
+
+// log P(X <= k) for X ~ Binomial(n, r): the exact lower tail, summed down from k (the terms
+// fall off fast below the mean, and k is at most the mean where it is asked).
+double log_binomial_le(double k, double n, double r) {
+  k = std::floor(k);
+  n = std::round(n);
+  if (k >= n || r <= 0) return 0;
+  if (k < 0) return -std::numeric_limits<double>::infinity();
+  r = std::min(r, 1 - 1e-12);
+  auto log_term = [&](double j) {
+    return std::lgamma(n + 1) - std::lgamma(j + 1) - std::lgamma(n - j + 1) + j * std::log(r) +
+           (n - j) * std::log1p(-r);
+  };
+  double top = log_term(k), sum = 1, term = 1;
+  for (double j = k; j >= 1; --j) {
+    term *= (j / (n - j + 1)) * ((1 - r) / r);  // P(j - 1) / P(j)
+    sum += term;
+    if (term < 1e-12 * sum) break;
+  }
+  return top + std::log(sum);
 }
 
 struct Csr {
@@ -234,34 +248,26 @@ class Run {
     }
   }
 
-  Score score(std::uint32_t c) const {
-    Score s;
-    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      s.sent += res_sent_[*p];
-      s.lost += res_lost_[*p];
-      if (res_lost_[*p] > 0.5) {
-        ++s.lossy;
-        s.set_hash += mix(*p);
-      }
-    }
-    s.rate = own_rate(c, s.sent > 0 ? s.lost / s.sent : 0);
-    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      s.gain += loglik(res_lost_[*p], res_sent_[*p], s.rate) -
-                loglik(res_lost_[*p], res_sent_[*p], background_);
-    }
-    return s;
+  // A pair that lost significantly more than `rate`: it crosses another fault too, whose loss
+  // adds to the candidate's own. Such pairs count neither for its rate nor for its fit.
+  bool excess(std::uint32_t p, double rate) const {
+    double e = res_sent_[p] * rate;
+    return res_lost_[p] > e && excess_deviance(res_lost_[p], res_sent_[p], e) > one_;
   }
 
-  // Its own rate: pooled over its pairs but those that lost significantly more (they cross
-  // another fault too, whose loss adds to its own; a median would instead let clean pairs
-  // hide a candidate that most of its pairs contradict).
-  double own_rate(std::uint32_t c, double pooled) const {
-    double rate = pooled;
-    for (int iteration = 0; iteration < 3; ++iteration) {
-      double s = 0, l = 0;
+  // Its own rate: pooled over its pairs but those that lost significantly more (a median would
+  // instead let clean pairs hide a candidate that most of its pairs contradict).
+  double own_rate(std::uint32_t c) const {
+    double s = 0, l = 0;
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      s += res_sent_[*p];
+      l += res_lost_[*p];
+    }
+    double rate = s > 0 ? l / s : 0;
+    for (int iteration = 0; iteration < 4; ++iteration) {
+      s = l = 0;
       for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-        double e = res_sent_[*p] * rate;
-        if (res_lost_[*p] > e && excess_deviance(res_lost_[*p], res_sent_[*p], e) > one_) continue;
+        if (excess(*p, rate)) continue;
         s += res_sent_[*p];
         l += res_lost_[*p];
       }
@@ -272,18 +278,57 @@ class Run {
     return rate;
   }
 
-  // Whether its pairs lost too little, alone or together, for it to drop at `rate`.
-  bool contradicted(std::uint32_t c, double rate) const {
-    double sum = 0;
-    int below = 0;
+  // The pairs with loss left to explain that it keeps at `rate` (sorted).
+  std::vector<std::uint32_t> lossy_set(std::uint32_t c, double rate) const {
+    std::vector<std::uint32_t> out;
     for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      double d = deficit_deviance(res_lost_[*p], res_sent_[*p], res_sent_[*p] * rate);
-      if (d <= 0) continue;
-      if (d > one_) return true;
-      sum += d;
-      ++below;
+      if (res_lost_[*p] > 0.5 && !excess(*p, rate)) out.push_back(*p);
     }
-    return below > 1 && sum > chi2_quantile(below, z_);
+    return out;
+  }
+
+  // Its rate, and what it explains at that rate: the pairs it keeps (not in excess), their
+  // loss, the set of those that lost (for telling candidates apart), its fit.
+  Score score(std::uint32_t c) const {
+    Score s;
+    s.rate = own_rate(c);
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      if (excess(*p, s.rate)) continue;
+      s.sent += res_sent_[*p];
+      s.lost += res_lost_[*p];
+      if (res_lost_[*p] > 0.5) {
+        ++s.lossy;
+        s.set_hash += mix(*p);
+      }
+      // Its fit: how much likelier the pair's loss is with it dropping at its rate than without,
+      // beside what the culprits named before let through (a pair they explain adds little).
+      const Pair& pair = e_.pairs[*p];
+      double through = kept_[*p] * (1 - background_);
+      s.gain += loglik(pair.lost, pair.sent, 1 - through * (1 - s.rate)) -
+                loglik(pair.lost, pair.sent, 1 - through);
+    }
+    return s;
+  }
+
+  // Whether its pairs lost too little for it to drop at `rate`: one pair whose loss is that
+  // unlikely (the exact binomial lower tail, at contradiction_p over the candidate's pairs: a
+  // cable of 40 pairs is not thrown out by the one in a thousand its pairs will show), or all
+  // its pairs together (Fisher's method over their lower tails: exact, so pairs of a few probes
+  // each weigh what they can; a pair that lost more than its share adds next to nothing). Pairs
+  // in excess (another fault's too) are left out, as from its rate.
+  bool contradicted(std::uint32_t c, double rate) const {
+    double fisher = 0;
+    int n = 0;
+    double log_alpha = std::log(o_.contradiction_p / static_cast<double>(pairs_of_.size(c)));
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      if (excess(*p, rate)) continue;
+      ++n;
+      if (res_lost_[*p] >= res_sent_[*p] * rate) continue;  // its lower tail is over one half
+      double log_p = log_binomial_le(res_lost_[*p], res_sent_[*p], rate);
+      if (log_p < log_alpha) return true;
+      fisher += -2 * log_p;
+    }
+    return n > 1 && fisher > chi2_quantile(2 * n, z_);
   }
 
   // Whether its pairs lost significantly more than the culprits named so far explain (and
@@ -337,6 +382,9 @@ class Run {
       std::vector<Fit> fits;
       for (std::uint32_t c : live) {
         if (named_rate_.count(c) || spent_.count(c)) continue;
+        // A host with no trouble of its own whose cable counts errors is no culprit: what is
+        // lost on its way in and out is the cable's, whichever role the probes point at.
+        if (excused(c)) continue;
         Score s = score(c);
         if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) continue;
         if (contradicted(c, s.rate)) continue;
@@ -349,25 +397,43 @@ class Run {
       for (const auto& f : fits) {
         if (f.s.gain > best->s.gain + 1e-9) best = &f;
       }
-      // Equally suspect: the same lossy pairs, as likely.
-      std::vector<std::uint32_t> group;
+      // Equally suspect: as likely (within equal_fit of the best) over the same lossy pairs, a
+      // part of them or more (a host's cable, and the downlink all its pairs take with a few of
+      // another fault's): the probes cannot tell them apart.
+      const auto best_set = lossy_set(best->c, best->s.rate);
+      std::vector<const Fit*> group;
       for (const auto& f : fits) {
-        if (f.s.lossy == best->s.lossy && f.s.set_hash == best->s.set_hash &&
-            f.s.gain >= best->s.gain - o_.equal_fit) {
-          group.push_back(f.c);
+        if (f.s.gain < best->s.gain - o_.equal_fit) continue;
+        if (&f != best) {
+          const auto set = lossy_set(f.c, f.s.rate);
+          if (!std::includes(set.begin(), set.end(), best_set.begin(), best_set.end()) &&
+              !std::includes(best_set.begin(), best_set.end(), set.begin(), set.end())) {
+            continue;
+          }
         }
+        group.push_back(&f);
       }
-      Score chosen = best->s;
-      std::vector<std::uint32_t> lossy_pairs;
-      for (auto* p = pairs_of_.begin(best->c); p != pairs_of_.end(best->c); ++p) {
-        if (res_lost_[*p] > 0.5) lossy_pairs.push_back(*p);
+      // Evidence of their own decides between them, where some have it; the one that stays and
+      // fits best stands for the fault (its rate explains the loss away).
+      std::vector<const Fit*> kept;
+      bool any_evidence = std::any_of(group.begin(), group.end(),
+                                      [&](const Fit* f) { return own_evidence(f->c); });
+      for (const Fit* f : group) {
+        if (!any_evidence || own_evidence(f->c)) kept.push_back(f);
       }
-      // Explain its loss away (the whole group stands for the same fault: one rate).
-      named_rate_[best->c] = chosen.rate;
-      for (std::uint32_t c : group) spent_.insert(c);
+      const Fit* culprit = *std::max_element(kept.begin(), kept.end(),
+                                             [](const Fit* a, const Fit* b) {
+                                               return a->s.gain < b->s.gain;
+                                             });
+      std::vector<std::uint32_t> members;
+      for (const Fit* f : kept) members.push_back(f->c);
+      std::sort(members.begin(), members.end());
+      const auto lossy_pairs = lossy_set(culprit->c, culprit->s.rate);
+      named_rate_[culprit->c] = culprit->s.rate;
+      for (const Fit* f : group) spent_.insert(f->c);
       residuals();
       refit();
-      emit_loss(out, group, lossy_pairs);
+      emit_loss(out, members, culprit->c, any_evidence, lossy_pairs);
       residuals();
     }
     // Each loss verdict's rate as refitted with all the others.
@@ -395,24 +461,19 @@ class Run {
     f(host_candidate(pair.prober, kProber));
   }
 
+  bool excused(std::uint32_t c) const {
+    return !is_link(c) && !host_trouble_own(host_of(c)) && host_cable_counted(host_of(c));
+  }
+
   bool own_evidence(std::uint32_t c) const {
     return is_link(c) ? cable_counted(cable_of(c)) : host_trouble_own(host_of(c));
   }
 
-  void emit_loss(std::vector<Verdict>& out, const std::vector<std::uint32_t>& group,
+  // One verdict: `kept` the suspects (candidate ids, sorted: cable directions first),
+  // `primary` the one that stands for the fault.
+  void emit_loss(std::vector<Verdict>& out, const std::vector<std::uint32_t>& kept,
+                 std::uint32_t primary, bool any_evidence,
                  const std::vector<std::uint32_t>& lossy_pairs) {
-    // Evidence of their own decides between those the probes cannot tell apart; a host
-    // without trouble of its own whose cable counts errors is no culprit (what is lost on its
-    // way in and out is the cable's, however its roles happen to share it out).
-    std::vector<std::uint32_t> kept;
-    bool any_evidence = std::any_of(group.begin(), group.end(),
-                                    [&](std::uint32_t c) { return own_evidence(c); });
-    for (std::uint32_t c : group) {
-      if (any_evidence && !own_evidence(c)) continue;
-      if (!is_link(c) && !host_trouble_own(host_of(c)) && host_cable_counted(host_of(c))) continue;
-      kept.push_back(c);
-    }
-    if (kept.empty()) return;
     Verdict v;
     v.cause = "loss";
     // Suspects: cables (directions merged) first, then hosts (roles merged: a whole host
@@ -445,11 +506,16 @@ class Run {
       s.host = host;
       v.suspects.push_back(s);
     }
+    // The one that stands for the fault first: the alert is named after it.
+    auto first = std::find_if(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+      return is_link(primary) ? s.kind == Kind::cable && s.cable == cable_of(primary)
+                              : s.kind != Kind::cable && s.host == host_of(primary);
+    });
+    std::rotate(v.suspects.begin(), first, first + 1);
     v.pairs = lossy_pairs;
     // Its probes: of the pairs crossing the first suspect (for a cable, its first direction
     // that loses). Its blast radius: the hosts whose probed paths cross it (a cable: either
     // way; replacing it stops both).
-    std::uint32_t primary = kept.front();
     for (auto* p = pairs_of_.begin(primary); p != pairs_of_.end(primary); ++p) {
       v.sent += e_.pairs[*p].sent;
       v.lost += e_.pairs[*p].lost;
@@ -489,24 +555,8 @@ class Run {
 
   void late(std::vector<Verdict>& out) {
     const auto& pairs = e_.pairs;
-    const std::size_t hosts = e_.hosts.size();
-    std::vector<double> h_sent(hosts, 0), h_late(hosts, 0);
-    double all_sent = 0, all_late = 0;
-    for (const Pair& pair : pairs) {
-      if (pair.sent <= 0) continue;
-      all_sent += pair.sent;
-      all_late += pair.late;
-      h_sent[pair.prober] += pair.sent;
-      h_late[pair.prober] += pair.late;
-      if (pair.peer != pair.prober) {
-        h_sent[pair.peer] += pair.sent;
-        h_late[pair.peer] += pair.late;
-      }
-    }
-    auto ratio = [&](HostId h) { return h_sent[h] > 0 ? h_late[h] / h_sent[h] : 0; };
-
-    // Congestion: per late pair, the congested ports it crosses and its culprit among them
-    // (the one that waits the most; a share of time ranks before ticks per word).
+    // Congestion first: per late pair, the congested ports it crosses and its culprit among
+    // them (the one that waits the most; a share of time ranks before ticks per word).
     std::vector<std::optional<LinkId>> congestion_culprit(pairs.size());
     std::map<LinkId, const PortWait*> congested_links;
     if (!e_.congested.empty()) {
@@ -561,50 +611,68 @@ class Run {
       v.why = "the pairs crossing it are late while it waits to send";
       out.push_back(std::move(v));
     }
+    // Late hosts: a host with trouble of its own is judged on all its late probes; one without,
+    // on those no named congestion explains (incast into a host, or a few stray spikes beside
+    // the congestion that delays the rest, make no late host).
+    std::vector<double> all(pairs.size()), unexplained(pairs.size());
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      all[p] = pairs[p].late;
+      bool congested = congestion_culprit[p] && congestion_named.count(*congestion_culprit[p]);
+      unexplained[p] = congested ? 0 : pairs[p].late;
+    }
+    late_hosts(out, all, true);
+    late_hosts(out, unexplained, false);
+  }
 
-    // Late hosts: each late pair's culprit is the host of the two whose pairs are late more
-    // often (both when equal).
-    std::vector<std::vector<std::uint32_t>> culprit_of(hosts), pairs_of(hosts);
-    std::vector<double> explained(hosts, 0);
+  // The hosts (with trouble of their own or without: `troubled`) that `late` says are late.
+  // Each late pair's culprit is the host of the two whose pairs are late more often (both when
+  // equal); a host is late when it is the culprit of enough pairs and late probes, more than
+  // min_late_rate of its probes, half or more of its pairs late, and late_over_others times as
+  // often as the pairs it is no part of (a stall of the whole machine names nobody).
+  void late_hosts(std::vector<Verdict>& out, const std::vector<double>& late, bool troubled) {
+    const auto& pairs = e_.pairs;
+    const std::size_t hosts = e_.hosts.size();
+    std::vector<double> h_sent(hosts, 0), h_late(hosts, 0);
+    double all_sent = 0, all_late = 0;
+    std::vector<std::vector<std::uint32_t>> pairs_of(hosts);
     for (std::uint32_t p = 0; p < pairs.size(); ++p) {
       const Pair& pair = pairs[p];
       if (pair.sent <= 0 || pair.peer == pair.prober) continue;
-      pairs_of[pair.prober].push_back(p);
-      pairs_of[pair.peer].push_back(p);
-      if (pair.late <= 0) continue;
+      all_sent += pair.sent;
+      all_late += late[p];
+      for (HostId h : {pair.prober, pair.peer}) {
+        h_sent[h] += pair.sent;
+        h_late[h] += late[p];
+        pairs_of[h].push_back(p);
+      }
+    }
+    auto ratio = [&](HostId h) { return h_sent[h] > 0 ? h_late[h] / h_sent[h] : 0; };
+    std::vector<std::vector<std::uint32_t>> culprit_of(hosts);
+    std::vector<double> explained(hosts, 0);
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      const Pair& pair = pairs[p];
+      if (late[p] <= 0 || pair.sent <= 0 || pair.peer == pair.prober) continue;
       double top = std::max(ratio(pair.prober), ratio(pair.peer));
       for (HostId h : {pair.prober, pair.peer}) {
         if (ratio(h) >= top * 0.999) {
           culprit_of[h].push_back(p);
-          explained[h] += pair.late;
+          explained[h] += late[p];
         }
       }
     }
     for (HostId h = 0; h < hosts; ++h) {
+      if (host_trouble_own(h) != troubled) continue;
       const auto& mine = culprit_of[h];
       if (static_cast<double>(mine.size()) < o_.min_late_pairs || explained[h] < o_.min_late) {
         continue;
       }
       if (ratio(h) <= o_.min_late_rate) continue;
-      // Half or more of its pairs late.
-      std::vector<double> ratios;
-      for (std::uint32_t p : pairs_of[h]) ratios.push_back(pairs[p].late / pairs[p].sent);
-      std::sort(ratios.begin(), ratios.end());
-      // The median as PromQL's quantile(0.5) takes it (interpolated).
-      double rank = 0.5 * static_cast<double>(ratios.size() - 1);
-      auto lo = static_cast<std::size_t>(std::floor(rank));
-      double median = ratios[lo] + (rank - lo) * (ratios[std::min(lo + 1, ratios.size() - 1)] - ratios[lo]);
-      if (median <= 0) continue;
+      auto late_pairs = std::count_if(pairs_of[h].begin(), pairs_of[h].end(),
+                                      [&](std::uint32_t p) { return late[p] > 0; });
+      if (2 * static_cast<std::size_t>(late_pairs) < pairs_of[h].size()) continue;
       double others_sent = all_sent - h_sent[h], others_late = all_late - h_late[h];
       double others = others_sent > 0 ? others_late / others_sent : 0;
       if (ratio(h) <= o_.late_over_others * others) continue;
-      // Its lateness is the congestion's when congestion explains every late pair of it and
-      // it has no trouble of its own.
-      bool congestion_explains =
-          std::all_of(mine.begin(), mine.end(), [&](std::uint32_t p) {
-            return congestion_culprit[p] && congestion_named.count(*congestion_culprit[p]);
-          });
-      if (congestion_explains && !host_trouble_own(h)) continue;
       Verdict v;
       v.cause = "late";
       Suspect s;
@@ -615,10 +683,9 @@ class Run {
       fill_counts(v);
       v.rate = ratio(h);
       v.blast_radius = {h};
-      v.why = host_trouble_own(h) ? "most of its pairs are late, far more than the rest of the "
-                                    "fabric, and its own daemon shows trouble"
-                                  : "most of its pairs are late, far more than the rest of the "
-                                    "fabric";
+      v.why = troubled ? "most of its pairs are late, far more than the rest of the fabric, and "
+                         "its own daemon shows trouble"
+                       : "most of its pairs are late, far more than the rest of the fabric";
       out.push_back(std::move(v));
     }
   }

@@ -187,14 +187,16 @@ class Localizer(HttpApiServer):
 
     name = "ibfabric-localize"
 
-    def __init__(self, prom_url, port, interval="2s", window="15s", extra_args=()):
+    def __init__(self, prom_url, port, interval="2s", window="15s", query_timeout="1500ms",
+                 extra_args=(), binary=None):
         super().__init__()
         self.prom_url = prom_url
         self.port = port
-        self.argv = [os.environ["IBFABRIC_LOCALIZE"], "--prometheus.url=" + prom_url,
+        self.argv = [binary or os.environ["IBFABRIC_LOCALIZE"], "--prometheus.url=" + prom_url,
                      "--web.listen-address=127.0.0.1:%d" % port,
                      "--evaluation-interval=" + interval, "--evidence.window=" + window,
-                     "--query.timeout=1500ms", "--log.level=debug"] + list(extra_args)
+                     "--query.timeout=" + query_timeout,
+                     "--log.level=debug"] + list(extra_args)
 
     def start(self):
         self.workdir = tempfile.mkdtemp(prefix="localizer-")
