@@ -125,6 +125,7 @@ LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
       throw std::invalid_argument("unknown flag " + args[i] + " (--help lists them)");
     }
   }
+  query::check_url(o.prometheus.url);
   if (o.prometheus.timeout >= o.interval) {
     throw std::invalid_argument("--query.timeout must be shorter than --evaluation-interval");
   }
@@ -420,8 +421,14 @@ class Evaluator {
       if (reading.newest_sample > 0) r.evidence_age = std::max(0.0, at - reading.newest_sample);
       ++evaluations;
       if (!reading.errors.empty()) {
+        // By error, with the queries that met it (one store failing fails them all alike).
+        std::map<std::string, std::string> by_error;
         for (const auto& [query, error] : reading.errors) {
-          r.failure += (r.failure.empty() ? "" : "; ") + query + ": " + error;
+          auto& queries = by_error[error];
+          queries += (queries.empty() ? "" : ", ") + query;
+        }
+        for (const auto& [error, queries] : by_error) {
+          r.failure += (r.failure.empty() ? "" : "; ") + error + " (" + queries + ")";
         }
       } else if (r.evidence_age < 0) {
         r.failure = "no probe sample (ibfabric_probe_node_info) in the store";
@@ -440,6 +447,7 @@ class Evaluator {
       } else {
         ++failures;
         confirmer_ = localize::Confirmer();  // a gap: nothing held across it
+        after_gap_ = true;
       }
       log(r);
       MetricsBuilder out;
@@ -458,10 +466,12 @@ class Evaluator {
 
   void log(const EvaluationReport& r) {
     if (!r.failure.empty()) {
-      if (r.failure != last_failure_) {
-        spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
-      }
-      last_failure_ = r.failure;
+      // Once when it starts, and when what fails changes (which queries, or stale evidence).
+      std::string what;
+      for (const auto& [query, error] : r.reading.errors) what += query + " ";
+      if (what.empty()) what = r.evidence_age < 0 ? "no evidence" : "stale";
+      if (what != last_failure_) spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
+      last_failure_ = what;
       return;
     }
     if (!last_failure_.empty()) spdlog::info("msg=\"evidence read again\"");
@@ -469,6 +479,10 @@ class Evaluator {
     std::set<std::string> now;
     for (const auto& v : r.verdicts) {
       now.insert(display(r.reading.evidence, v.suspects.front()));
+    }
+    if (after_gap_) {  // nothing is confirmed yet after a gap: not a change of verdict
+      after_gap_ = false;
+      if (now.empty()) return;
     }
     for (const auto& name : now) {
       if (!named_.count(name)) spdlog::warn("msg=\"named\" suspect=\"{}\"", name);
@@ -491,6 +505,7 @@ class Evaluator {
   localize::Confirmer confirmer_;
   std::thread thread_;
   std::string last_failure_;
+  bool after_gap_ = false;
   std::set<std::string> named_;
 };
 

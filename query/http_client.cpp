@@ -65,6 +65,8 @@ Url parse_url(const std::string& url) {
 
 }  // namespace
 
+void check_url(const std::string& url) { parse_url(url); }
+
 std::string form_encode(const std::string& text) {
   static const char* hex = "0123456789ABCDEF";
   std::string out;

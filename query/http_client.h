@@ -51,6 +51,9 @@ class PrometheusClient {
   std::shared_ptr<Impl> impl_;
 };
 
+// Throws std::invalid_argument, saying why, for a URL PrometheusClient cannot use.
+void check_url(const std::string& url);
+
 // `text` percent-encoded as application/x-www-form-urlencoded wants it.
 std::string form_encode(const std::string& text);
 
