@@ -79,23 +79,6 @@ double z_of(double p) {
                  (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
 }
 
-// P(X >= k) for X ~ Poisson(m), in log space, by summing the tail from k (k is small next to
-// what would overflow; beyond 200 terms past the mode, a normal approximation).
-double log_poisson_tail(double k, double m) {
-  if (k <= 0) return 0;
-  if (m <= 0) return -std::numeric_limits<double>::infinity();
-  if (k < m) return 0;  // not in the upper tail: at least about one half; no need to be exact
-  // log P(X = k) + log(sum of ratios)
-  double log_pk = k * std::log(m) - m - std::lgamma(k + 1);
-  double sum = 1, term = 1;
-  for (double j = k + 1; j < k + 2000; ++j) {
-    term *= m / j;
-    sum += term;
-    if (term < 1e-12 * sum) break;
-  }
-  return log_pk + std::log(sum);
-}
-
 // log P(X <= k) for X ~ Binomial(n, r): the exact lower tail, summed down from k (the terms
 // fall off fast below the mean, and k is at most the mean where it is asked).
 double log_binomial_le(double k, double n, double r) {
@@ -331,30 +314,10 @@ class Run {
     return n > 1 && fisher > chi2_quantile(2 * n, z_);
   }
 
-  // Whether its pairs lost significantly more than the culprits named so far explain (and
-  // the fabric's background loss).
-  bool beyond_explained(std::uint32_t c, double* excess) const {
-    double lost = 0, expected = 0;
-    bool shadowed = !named_rate_.empty();
-    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      const Pair& pair = e_.pairs[*p];
-      lost += pair.lost;
-      expected += pair.sent * (1 - kept_[*p] * (1 - background_));
-      if (res_lost_[*p] > 0.5 && kept_[*p] >= 1) shadowed = false;
-    }
-    *excess = lost - expected;
-    // A candidate every lossy pair of which a named culprit crosses is held to a far stricter
-    // test: its residue is what is left of another fault's loss, tested once per candidate.
-    double log_p = shadowed ? log_shadowed_ : log_alpha_;
-    return log_poisson_tail(std::floor(lost), expected) < log_p;
-  }
-
   void loss(std::vector<Verdict>& out) {
     const auto& pairs = e_.pairs;
     z_ = z_of(o_.contradiction_p);
     one_ = z_ * z_;
-    log_alpha_ = std::log(o_.contradiction_p);
-    log_shadowed_ = std::log(o_.contradiction_p * 1e-3);
 
     std::vector<std::uint32_t> stamp(candidates_, 0);
     std::uint32_t round = 0;
@@ -387,16 +350,24 @@ class Run {
         if (excused(c)) continue;
         Score s = score(c);
         if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) continue;
+        // Significant beyond what is named: its fit is a likelihood ratio against "not it",
+        // over the pairs it keeps, beside the named culprits' loss.
+        if (s.gain < o_.min_gain) continue;
         if (contradicted(c, s.rate)) continue;
-        double excess = 0;
-        if (!beyond_explained(c, &excess)) continue;
         fits.push_back({c, s});
       }
       if (fits.empty()) break;
-      const Fit* best = &fits.front();
+      // The best that may stand for a fault: a cable, or a host whose own daemon shows trouble.
+      // A host without is never named alone for loss: what its pairs lose without its daemon
+      // knowing is lost on its cable, or a chance run of a few probes that its handful of pairs
+      // fits better than the fault they cross (it can still be named beside one, below).
+      auto may_stand = [&](const Fit& f) { return is_link(f.c) || host_trouble_own(host_of(f.c)); };
+      const Fit* best = nullptr;
       for (const auto& f : fits) {
-        if (f.s.gain > best->s.gain + 1e-9) best = &f;
+        if (may_stand(f) && (!best || f.s.gain > best->s.gain + 1e-9)) best = &f;
       }
+      if (!best) break;
+
       // Equally suspect: as likely (within equal_fit of the best) over the same lossy pairs, a
       // part of them or more (a host's cable, and the downlink all its pairs take with a few of
       // another fault's): the probes cannot tell them apart.
@@ -421,10 +392,11 @@ class Run {
       for (const Fit* f : group) {
         if (!any_evidence || own_evidence(f->c)) kept.push_back(f);
       }
-      const Fit* culprit = *std::max_element(kept.begin(), kept.end(),
-                                             [](const Fit* a, const Fit* b) {
-                                               return a->s.gain < b->s.gain;
-                                             });
+      // (kept holds one that may stand: the best, or, where evidence decided, those with it.)
+      const Fit* culprit = nullptr;
+      for (const Fit* f : kept) {
+        if (may_stand(*f) && (!culprit || f->s.gain > culprit->s.gain + 1e-9)) culprit = f;
+      }
       std::vector<std::uint32_t> members;
       for (const Fit* f : kept) members.push_back(f->c);
       std::sort(members.begin(), members.end());
@@ -746,7 +718,7 @@ class Run {
   std::map<std::uint32_t, double> named_rate_;
   std::set<std::uint32_t> spent_;
   std::map<std::size_t, std::uint32_t> loss_verdict_candidate_;
-  double background_ = kBackground, z_ = 3, one_ = 9, log_alpha_ = 0, log_shadowed_ = 0;
+  double background_ = kBackground, z_ = 3, one_ = 9;
 };
 
 }  // namespace

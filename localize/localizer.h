@@ -48,6 +48,10 @@ struct Options {
   // Loss: a culprit explains at least this many lost probes, at more than this rate.
   double min_lost = 4;
   double min_loss_rate = 0.005;
+  // ... and its fit, the log-likelihood ratio of its pairs' loss with it dropping at its rate
+  // against without (beside the culprits named before it), is at least this: e^10, about
+  // 22,000 to 1, so that the thousands of candidates of a large fabric name no chance run.
+  double min_gain = 10;
   // A pair contradicts a candidate when, had the candidate dropped its share of the pair's
   // probes, losing as few as it did had a chance under this (one-sided binomial test); all of
   // its pairs that lost less than their share, together, likewise (chi-square of their
