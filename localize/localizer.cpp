@@ -368,19 +368,21 @@ class Run {
       }
       if (!best) break;
 
-      // Equally suspect: as likely (within equal_fit of the best) over the same lossy pairs, a
-      // part of them or more (a host's cable, and the downlink all its pairs take with a few of
-      // another fault's): the probes cannot tell them apart.
+      // Equally suspect: as likely (within equal_fit of the best) over the same lossy pairs or
+      // more, or a part of them with evidence of its own (a host's cable whose end counts
+      // errors, and the downlink all its pairs take with a few of another fault's): the probes
+      // cannot tell them apart.
       const auto best_set = lossy_set(best->c, best->s.rate);
       std::vector<const Fit*> group;
       for (const auto& f : fits) {
         if (f.s.gain < best->s.gain - o_.equal_fit) continue;
         if (&f != best) {
           const auto set = lossy_set(f.c, f.s.rate);
-          if (!std::includes(set.begin(), set.end(), best_set.begin(), best_set.end()) &&
-              !std::includes(best_set.begin(), best_set.end(), set.begin(), set.end())) {
-            continue;
-          }
+          // A part of them only with evidence of its own (it can then be what the rest is
+          // not); without, it explains less and is no look-alike.
+          bool more = std::includes(set.begin(), set.end(), best_set.begin(), best_set.end());
+          bool part = std::includes(best_set.begin(), best_set.end(), set.begin(), set.end());
+          if (!more && !(part && own_evidence(f.c))) continue;
         }
         group.push_back(&f);
       }
