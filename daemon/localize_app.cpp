@@ -6,9 +6,9 @@
 #include "exporters/prometheus/render.h"
 #include "exporters/prometheus/web_config.h"
 
+#include <spdlog/spdlog.h>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <spdlog/spdlog.h>
 
 #include <atomic>
 #include <cmath>
@@ -154,12 +154,16 @@ std::string display(const Evidence& e, const Suspect& s) {
     }
     case Kind::congestion: {
       const auto& c = e.cables[s.cable];
-      return s.a_to_b ? port_name(c.a_name, c.a.port) + " (to " + port_name(c.b_name, c.b.port) + ")"
-                      : port_name(c.b_name, c.b.port) + " (to " + port_name(c.a_name, c.a.port) + ")";
+      return s.a_to_b
+                 ? port_name(c.a_name, c.a.port) + " (to " + port_name(c.b_name, c.b.port) + ")"
+                 : port_name(c.b_name, c.b.port) + " (to " + port_name(c.a_name, c.a.port) + ")";
     }
-    case Kind::host: return "host " + hosts[s.host].name;
-    case Kind::responder: return hosts[s.host].name + "'s responder";
-    case Kind::prober: return hosts[s.host].name + "'s prober";
+    case Kind::host:
+      return "host " + hosts[s.host].name;
+    case Kind::responder:
+      return hosts[s.host].name + "'s responder";
+    case Kind::prober:
+      return hosts[s.host].name + "'s prober";
   }
   return "";
 }
@@ -238,7 +242,8 @@ std::string evidence_text(const Evidence& e, const Verdict& v) {
   if (s.kind == Kind::congestion) {
     const auto& c = e.cables[s.cable];
     auto it = e.congested.find(s.a_to_b ? c.a : c.b);
-    out = number(v.late) + " of " + number(v.sent) + " probes of its pairs were late in the last "
+    out = number(v.late) + " of " + number(v.sent) +
+          " probes of its pairs were late in the last "
           "minute";
     if (it != e.congested.end()) {
       char buf[64];
@@ -310,8 +315,8 @@ void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
            "it explains (prober -> peer), what the probes cannot tell it from, and the hosts "
            "whose probed paths cross it.",
            info);
-  for (auto [what, value] : {std::pair{"sent", v.sent}, std::pair{"lost", v.lost},
-                             std::pair{"late", v.late}}) {
+  for (auto [what, value] :
+       {std::pair{"sent", v.sent}, std::pair{"lost", v.lost}, std::pair{"late", v.late}}) {
     Labels l = id;
     l.emplace_back("what", what);
     out.gauge("ibfabric_localize_suspect_probes",
@@ -346,8 +351,8 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
               {{"query", query}}, seconds);
   }
   for (const auto& [query, n] : r.reading.query_series) {
-    out.gauge("ibfabric_localize_query_series", "Series each query of the last evaluation returned.",
-              {{"query", query}}, n);
+    out.gauge("ibfabric_localize_query_series",
+              "Series each query of the last evaluation returned.", {{"query", query}}, n);
   }
   const auto& e = r.reading.evidence;
   out.gauge("ibfabric_localize_pairs",
@@ -375,8 +380,12 @@ namespace {
 // Evaluates on a thread and io_context of its own; publishes each evaluation's snapshot.
 class Evaluator {
  public:
-  Evaluator(const LocalizeOptions& o, std::function<void(SnapshotPtr, const EvaluationReport&)> publish)
-      : options_(o), reader_(io_, o.prometheus, o.window), timer_(io_), publish_(std::move(publish)) {}
+  Evaluator(const LocalizeOptions& o,
+            std::function<void(SnapshotPtr, const EvaluationReport&)> publish)
+      : options_(o),
+        reader_(io_, o.prometheus, o.window),
+        timer_(io_),
+        publish_(std::move(publish)) {}
 
   void start() {
     arm(std::chrono::system_clock::now());
@@ -417,7 +426,8 @@ class Evaluator {
     reader_.read(at, [this, at, start, then = std::move(then)](query::Reading reading) {
       EvaluationReport r;
       r.at = at;
-      r.read_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      r.read_seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       if (reading.newest_sample > 0) r.evidence_age = std::max(0.0, at - reading.newest_sample);
       ++evaluations;
       if (!reading.errors.empty()) {
@@ -432,8 +442,10 @@ class Evaluator {
         }
       } else if (r.evidence_age < 0) {
         r.failure = "no probe sample (ibfabric_probe_node_info) in the store";
-      } else if (r.evidence_age > std::chrono::duration<double>(options_.max_evidence_age).count()) {
-        r.failure = "the newest probe sample is " + std::to_string(static_cast<long>(r.evidence_age)) +
+      } else if (r.evidence_age >
+                 std::chrono::duration<double>(options_.max_evidence_age).count()) {
+        r.failure = "the newest probe sample is " +
+                    std::to_string(static_cast<long>(r.evidence_age)) +
                     " s old (--evidence.max-age)";
       }
       r.reading = std::move(reading);
@@ -491,10 +503,10 @@ class Evaluator {
       if (!now.count(name)) spdlog::info("msg=\"no longer named\" suspect=\"{}\"", name);
     }
     named_ = std::move(now);
-    spdlog::debug("msg=evaluated pairs={} hosts={} cables={} verdicts={} read_s={:.3f} attribution_s={:.3f}",
-                  r.reading.evidence.pairs.size(), r.reading.evidence.hosts.size(),
-                  r.reading.evidence.cables.size(), r.verdicts.size(), r.read_seconds,
-                  r.attribution_seconds);
+    spdlog::debug(
+        "msg=evaluated pairs={} hosts={} cables={} verdicts={} read_s={:.3f} attribution_s={:.3f}",
+        r.reading.evidence.pairs.size(), r.reading.evidence.hosts.size(),
+        r.reading.evidence.cables.size(), r.verdicts.size(), r.read_seconds, r.attribution_seconds);
   }
 
   const LocalizeOptions& options_;
@@ -515,16 +527,15 @@ int run_localize(const LocalizeOptions& options) {
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   SnapshotStore store;
   std::vector<LiveMetrics> live{[](MetricsBuilder& out) {
-                                  add_process_metrics(out);
-                                  add_build_info(out);
-                                }};
+    add_process_metrics(out);
+    add_build_info(out);
+  }};
   if (options.once) {
     // Two evaluations one interval apart: a verdict must hold in both.
     SnapshotPtr last;
     Evaluator evaluator(options, [&](SnapshotPtr s, const EvaluationReport&) { last = s; });
-    double now = std::floor(std::chrono::duration<double>(
-                                std::chrono::system_clock::now().time_since_epoch())
-                                .count());
+    double now = std::floor(
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
     double step = std::chrono::duration<double>(options.interval).count();
     evaluator.evaluate_now(now - step, [] {});
     evaluator.evaluate_now(now, [] {});

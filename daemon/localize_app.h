@@ -36,11 +36,11 @@ std::string localize_usage();
 
 // The series of one evaluation: verdicts (confirmed) and health.
 struct EvaluationReport {
-  bool evaluated = false;     // evidence read in full and fresh: verdicts are meaningful
-  std::string failure;        // why not
-  double at = 0;              // Unix seconds the evidence is of
+  bool evaluated = false;  // evidence read in full and fresh: verdicts are meaningful
+  std::string failure;     // why not
+  double at = 0;           // Unix seconds the evidence is of
   double read_seconds = 0, attribution_seconds = 0;
-  double evidence_age = -1;   // seconds; -1: no probe sample in the store
+  double evidence_age = -1;  // seconds; -1: no probe sample in the store
   query::Reading reading;
   std::vector<localize::Verdict> verdicts;  // confirmed
 };

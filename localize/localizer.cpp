@@ -31,11 +31,16 @@ namespace ibfabric::localize {
 
 const char* kind_name(Kind kind) {
   switch (kind) {
-    case Kind::cable: return "cable";
-    case Kind::host: return "host";
-    case Kind::responder: return "responder";
-    case Kind::prober: return "prober";
-    case Kind::congestion: return "congestion";
+    case Kind::cable:
+      return "cable";
+    case Kind::host:
+      return "host";
+    case Kind::responder:
+      return "responder";
+    case Kind::prober:
+      return "prober";
+    case Kind::congestion:
+      return "congestion";
   }
   return "?";
 }
@@ -162,9 +167,7 @@ class Run {
     auto it = e_.counters.find(port);
     return it != e_.counters.end() && (it->second.errors > 0 || it->second.discards > 0);
   }
-  bool cable_counted(CableId c) const {
-    return counted(e_.cables[c].a) || counted(e_.cables[c].b);
-  }
+  bool cable_counted(CableId c) const { return counted(e_.cables[c].a) || counted(e_.cables[c].b); }
   bool host_trouble_own(HostId h) const {
     const Host& host = e_.hosts[h];
     return host.loop_stall_seconds >= o_.stall_seconds || host.responder_dropped > 0 ||
@@ -389,8 +392,8 @@ class Run {
       // Evidence of their own decides between them, where some have it; the one that stays and
       // fits best stands for the fault (its rate explains the loss away).
       std::vector<const Fit*> kept;
-      bool any_evidence = std::any_of(group.begin(), group.end(),
-                                      [&](const Fit* f) { return own_evidence(f->c); });
+      bool any_evidence =
+          std::any_of(group.begin(), group.end(), [&](const Fit* f) { return own_evidence(f->c); });
       for (const Fit* f : group) {
         if (!any_evidence || own_evidence(f->c)) kept.push_back(f);
       }
@@ -423,8 +426,8 @@ class Run {
     const Pair& pair = e_.pairs[p];
     for (std::size_t i = 0; i < pair.path.size(); ++i) {
       LinkId l = pair.path[i];
-      if (l >= links_ || std::find(pair.path.begin(), pair.path.begin() + i, l) !=
-                             pair.path.begin() + i) {
+      if (l >= links_ ||
+          std::find(pair.path.begin(), pair.path.begin() + i, l) != pair.path.begin() + i) {
         continue;
       }
       f(l);
@@ -515,11 +518,13 @@ class Run {
     std::sort(v.blast_radius.begin(), v.blast_radius.end());
     std::size_t others = v.suspects.size() - 1;
     if (others == 0) {
-      v.why = any_evidence ? "its pairs lose and no clean pair crosses it; its own evidence confirms it"
-                           : "its pairs lose and no clean pair crosses it";
+      v.why = any_evidence
+                  ? "its pairs lose and no clean pair crosses it; its own evidence confirms it"
+                  : "its pairs lose and no clean pair crosses it";
     } else {
-      v.why = "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
-              "others named, which carry the same pairs";
+      v.why =
+          "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
+          "others named, which carry the same pairs";
     }
     loss_verdict_candidate_[out.size()] = primary;
     out.push_back(std::move(v));

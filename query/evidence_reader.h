@@ -23,8 +23,8 @@ struct Reading {
   std::map<std::string, std::string> errors;
   std::map<std::string, double> query_seconds;  // by query name
   std::map<std::string, double> query_series;   // series each query returned
-  double newest_sample = 0;  // Unix seconds of the newest probe sample seen; 0: none
-  std::size_t pairs_unplaced = 0;  // probed pairs whose prober or peer host is not known
+  double newest_sample = 0;             // Unix seconds of the newest probe sample seen; 0: none
+  std::size_t pairs_unplaced = 0;       // probed pairs whose prober or peer host is not known
   std::size_t path_instances_read = 0;  // daemons whose paths were read again this time
 };
 

@@ -50,9 +50,11 @@ Url parse_url(const std::string& url) {
   }
   if (!authority.empty() && authority.front() == '[') {  // [v6]:port
     auto close = authority.find(']');
-    if (close == std::string::npos) throw std::invalid_argument("--prometheus.url " + url + ": bad IPv6 host");
+    if (close == std::string::npos)
+      throw std::invalid_argument("--prometheus.url " + url + ": bad IPv6 host");
     u.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':') u.port = authority.substr(close + 2);
+    if (close + 1 < authority.size() && authority[close + 1] == ':')
+      u.port = authority.substr(close + 2);
   } else {
     auto colon = authority.rfind(':');
     u.host = authority.substr(0, colon);
@@ -86,7 +88,8 @@ std::string form_encode(const std::string& text) {
 }
 
 struct PrometheusClient::Impl : std::enable_shared_from_this<Impl> {
-  Impl(asio::io_context& io, ClientOptions o) : io(io), options(std::move(o)), url(parse_url(options.url)) {
+  Impl(asio::io_context& io, ClientOptions o)
+      : io(io), options(std::move(o)), url(parse_url(options.url)) {
     if (url.tls) {
       ssl = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
       ssl->set_default_verify_paths();
@@ -142,21 +145,24 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
     deadline.expires_after(client->options.timeout);
     deadline.async_wait([self](const beast::error_code& ec) {
       if (ec) return;
-      self->finish(QueryResult{"no answer within " +
-                                   std::to_string(self->client->options.timeout.count()) + " ms",
-                               {}, {}, 0});
+      self->finish(QueryResult{
+          "no answer within " + std::to_string(self->client->options.timeout.count()) + " ms",
+          {},
+          {},
+          0});
     });
-    resolver.async_resolve(client->url.host, client->url.port,
-                           [self](const beast::error_code& ec, tcp::resolver::results_type results) {
-                             if (self->finished) return;
-                             if (ec) return self->fail("resolving " + self->client->url.host, ec);
-                             asio::async_connect(self->socket(), results,
-                                                 [self](const beast::error_code& ec, const tcp::endpoint&) {
-                                                   if (self->finished) return;
-                                                   if (ec) return self->fail("connecting to " + self->client->options.url, ec);
-                                                   self->handshake();
-                                                 });
-                           });
+    resolver.async_resolve(
+        client->url.host, client->url.port,
+        [self](const beast::error_code& ec, tcp::resolver::results_type results) {
+          if (self->finished) return;
+          if (ec) return self->fail("resolving " + self->client->url.host, ec);
+          asio::async_connect(
+              self->socket(), results, [self](const beast::error_code& ec, const tcp::endpoint&) {
+                if (self->finished) return;
+                if (ec) return self->fail("connecting to " + self->client->options.url, ec);
+                self->handshake();
+              });
+        });
   }
 
   void handshake() {
@@ -164,7 +170,7 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
     if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
       if (!SSL_set_tlsext_host_name(stream->native_handle(), client->url.host.c_str())) {
         return fail("TLS SNI", beast::error_code(static_cast<int>(::ERR_get_error()),
-                                                  asio::error::get_ssl_category()));
+                                                 asio::error::get_ssl_category()));
       }
       stream->set_verify_callback(asio::ssl::host_name_verification(client->url.host));
       stream->async_handshake(asio::ssl::stream_base::client, [self](const beast::error_code& ec) {
@@ -240,7 +246,8 @@ void PrometheusClient::query(const std::string& promql, double at, std::vector<s
   };
   if (impl_->ssl) {
     using Stream = beast::ssl_stream<beast::tcp_stream>;
-    auto e = std::make_shared<Exchange<Stream>>(impl_, std::make_unique<Stream>(impl_->io, *impl_->ssl));
+    auto e =
+        std::make_shared<Exchange<Stream>>(impl_, std::make_unique<Stream>(impl_->io, *impl_->ssl));
     fill(e);
   } else {
     using Stream = beast::tcp_stream;

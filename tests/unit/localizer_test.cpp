@@ -79,17 +79,17 @@ std::vector<std::string> all_hosts() {
 
 struct Scenario {
   std::vector<PairName> pairs = mesh(all_hosts());
-  std::map<Hop, double> dropping;           // a cable direction: share of packets lost
-  std::set<std::string> stalled;            // short pauses: answers late
-  std::set<std::string> long_stalled;       // pauses past the timeout: late and lost
+  std::map<Hop, double> dropping;                    // a cable direction: share of packets lost
+  std::set<std::string> stalled;                     // short pauses: answers late
+  std::set<std::string> long_stalled;                // pauses past the timeout: late and lost
   std::map<std::string, double> dropping_responder;  // share of probes left unanswered
-  std::map<PairName, double> lossy_pairs;   // more lost a sample
-  std::map<PairName, double> late_pairs;    // late a sample
-  std::map<PairName, double> lucky_pairs;   // lost a sample instead of what the faults say
+  std::map<PairName, double> lossy_pairs;            // more lost a sample
+  std::map<PairName, double> late_pairs;             // late a sample
+  std::map<PairName, double> lucky_pairs;            // lost a sample instead of what the faults say
   std::vector<std::tuple<std::string, int, std::string>> port_errors;  // node, port, what
   std::map<std::string, double> local_failures;  // a host's daemon failing locally, a minute
-  std::map<Hop, double> congested;          // share of time the sending port waits
-  std::set<std::string> tick_unknown;       // switches whose ports wait in ticks per word
+  std::map<Hop, double> congested;               // share of time the sending port waits
+  std::set<std::string> tick_unknown;            // switches whose ports wait in ticks per word
   bool everyone_late = false;
   double spikes = 2;  // late a sample, of a pair crossing a congested port
 };

@@ -28,7 +28,8 @@ bool paths_enabled(const std::string& yaml, const std::map<std::string, bool>& f
 }
 
 TEST(PathsDefault, MadTargetsTurnPathsOn) {
-  EXPECT_TRUE(paths_enabled("collectors:\n  probe:\n    enabled: true\n    targets: [{lid: 13}]\n"));
+  EXPECT_TRUE(
+      paths_enabled("collectors:\n  probe:\n    enabled: true\n    targets: [{lid: 13}]\n"));
   EXPECT_TRUE(paths_enabled(
       "collectors:\n  probe:\n    enabled: true\n    targets: [{name: \"gpu-node-02 mlx5_0\"}]\n"));
   EXPECT_TRUE(paths_enabled("collectors:\n  probe:\n    enabled: true\n    discover: true\n"));
@@ -39,8 +40,9 @@ TEST(PathsDefault, OtherwiseLeftAsConfigured) {
   EXPECT_FALSE(paths_enabled(
       "collectors:\n  probe:\n    enabled: true\n    targets: [{address: \"10.0.0.2:10917\"}]\n"));
   EXPECT_FALSE(paths_enabled("collectors:\n  probe:\n    enabled: false\n    discover: true\n"));
-  EXPECT_FALSE(paths_enabled(
-      "collectors:\n  probe:\n    enabled: true\n    discover: true\n  paths:\n    enabled: false\n"));
+  EXPECT_FALSE(
+      paths_enabled("collectors:\n  probe:\n    enabled: true\n    discover: true\n  paths:\n    "
+                    "enabled: false\n"));
   EXPECT_FALSE(paths_enabled("collectors:\n  probe:\n    enabled: true\n    discover: true\n",
                              {{"paths", false}}));
   EXPECT_TRUE(paths_enabled(
