@@ -126,6 +126,7 @@ class Run {
     links_ = static_cast<std::uint32_t>(e.cables.size() * 2);
     candidates_ = links_ + static_cast<std::uint32_t>(e.hosts.size() * 3);
     build_index();
+    index_counted_cables();
   }
 
   std::vector<Verdict> run() {
@@ -174,17 +175,25 @@ class Run {
            host.local_failures > 0 || host.daemon_down;
   }
   // A host's own cables (one end is the host) that count errors or discards.
-  bool host_cable_counted(HostId h) const {
-    std::uint64_t guid = e_.hosts[h].guid;
+  bool host_cable_counted(HostId h) const { return host_cable_counted_[h]; }
+
+  // Which hosts' own cables (one end is the host) count errors or discards, at either end: once
+  // per evaluation, by GUID.
+  void index_counted_cables() {
+    std::unordered_map<std::uint64_t, HostId> by_guid;
+    for (HostId h = 0; h < e_.hosts.size(); ++h) by_guid.emplace(e_.hosts[h].guid, h);
+    host_cable_counted_.assign(e_.hosts.size(), false);
+    auto mark = [&](std::uint64_t guid) {
+      auto it = by_guid.find(guid);
+      if (it != by_guid.end()) host_cable_counted_[it->second] = true;
+    };
     for (const auto& [port, counters] : e_.counters) {
-      if (port.guid == guid && (counters.errors > 0 || counters.discards > 0)) return true;
+      if (counters.errors > 0 || counters.discards > 0) mark(port.guid);
     }
-    for (CableId c = 0; c < e_.cables.size(); ++c) {
-      const Cable& cable = e_.cables[c];
-      if (cable.a.guid == guid && counted(cable.b)) return true;
-      if (cable.b.guid == guid && counted(cable.a)) return true;
+    for (const Cable& cable : e_.cables) {
+      if (counted(cable.b)) mark(cable.a.guid);
+      if (counted(cable.a)) mark(cable.b.guid);
     }
-    return false;
   }
 
   // --- loss ----------------------------------------------------------------------------------
@@ -720,7 +729,7 @@ class Run {
   const Options& o_;
   std::uint32_t links_ = 0, candidates_ = 0;
   Csr pairs_of_;
-  std::vector<bool> traced_;
+  std::vector<bool> traced_, host_cable_counted_;
   std::vector<double> kept_, res_sent_, res_lost_;
   std::map<std::uint32_t, double> named_rate_;
   std::set<std::uint32_t> spent_;
