@@ -305,16 +305,18 @@ class Run {
     return s;
   }
 
-  // Whether its pairs lost too little for it to drop at `rate`: one pair whose loss is that
-  // unlikely (the exact binomial lower tail, at contradiction_p over the candidate's pairs: a
-  // cable of 40 pairs is not thrown out by the one in a thousand its pairs will show), or all
-  // its pairs together (Fisher's method over their lower tails: exact, so pairs of a few probes
-  // each weigh what they can; a pair that lost more than its share adds next to nothing). Pairs
-  // in excess (another fault's too) are left out, as from its rate.
+  // Whether its pairs lost too little for it to drop at `rate`: all its pairs together
+  // (Fisher's method over their exact lower tails, at contradiction_p: pairs of a few probes
+  // each weigh what they can; a pair that lost more than its share adds next to nothing), or
+  // one pair alone whose loss is far less likely (the square of contradiction_p over the
+  // candidate's pairs: the one-in-a-million pair of a true fault among the thousands a large
+  // fabric shows must not throw it out, and the host cables under it named instead). Pairs in
+  // excess (another fault's too) are left out, as from its rate.
   bool contradicted(std::uint32_t c, double rate) const {
     double fisher = 0;
     int n = 0;
-    double log_alpha = std::log(o_.contradiction_p / static_cast<double>(pairs_of_.size(c)));
+    double log_alpha = std::log(o_.contradiction_p * o_.contradiction_p /
+                                static_cast<double>(pairs_of_.size(c)));
     for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
       if (excess(*p, rate)) continue;
       ++n;
