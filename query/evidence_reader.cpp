@@ -1,6 +1,7 @@
 #include "query/evidence_reader.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <set>
 #include <utility>
@@ -288,7 +289,14 @@ void EvidenceReader::read(double at, std::function<void(Reading)> done) {
                 if (fresh_host) {
                   localize::Host h;
                   h.guid = guid;
-                  h.name = name.empty() ? "0x" + std::to_string(guid) : name;
+                  if (name.empty()) {  // as the collectors name a node without a name: its GUID
+                    char hex[24];
+                    std::snprintf(hex, sizeof hex, "0x%016llx",
+                                  static_cast<unsigned long long>(guid));
+                    h.name = hex;
+                  } else {
+                    h.name = name;
+                  }
                   e.hosts.push_back(std::move(h));
                 }
                 return it->second;
