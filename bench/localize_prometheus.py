@@ -720,7 +720,7 @@ def measure(args, fabric, fault, want, r, result):
                 for g, d in groups.items():
                     cur = d["cur"]
                     ts = cur.get("prometheus_rule_group_last_evaluation_timestamp_seconds", 0)
-                    if ts >= t_warm and "prometheus_rule_group_last_duration_seconds" in cur:
+                    if ts > 0 and "prometheus_rule_group_last_duration_seconds" in cur:
                         d["durations"][ts] = cur["prometheus_rule_group_last_duration_seconds"]
                     if d["warm"] is None and now >= t_warm:
                         d["warm"] = dict(cur)
@@ -798,7 +798,10 @@ def measure(args, fabric, fault, want, r, result):
         it = e.get("prometheus_rule_group_iterations_total", 0) - w.get("prometheus_rule_group_iterations_total", 0)
         mi = e.get("prometheus_rule_group_iterations_missed_total", 0) - w.get("prometheus_rule_group_iterations_missed_total", 0)
         fails = e.get("prometheus_rule_evaluation_failures_total", 0) - w.get("prometheus_rule_evaluation_failures_total", 0)
-        gout[g] = {"durations": summary(list(d["durations"].values())), "iterations": it,
+        # Evaluations that ended after the warm-up (one that started before it counts).
+        gout[g] = {"durations": summary([v for ts, v in d["durations"].items() if ts + v >= t_warm]),
+                   "timeline": [[round(ts - t_start, 1), round(v, 3)] for ts, v in sorted(d["durations"].items())],
+                   "iterations": it,
                    "missed": mi, "failures": fails,
                    "interval": e.get("prometheus_rule_group_interval_seconds"),
                    "head_series": None}
@@ -866,8 +869,8 @@ def report(res, args):
     lines += [header, "|" + "---|" * (header.count("|") - 1), row, ""]
     worst = max(((n, d) for n, d in g.items() if d["iterations"]), key=lambda x: x[1]["missed"],
                 default=None)
-    lines.append("every rule group after the %d s warm-up (evaluation time; missed of scheduled; "
-                 "failures):" % args.warmup)
+    lines.append("every rule group after the %d s warm-up (time of the evaluations that ended after "
+                 "it; iterations missed of scheduled; failures):" % args.warmup)
     for n, d in sorted(g.items()):
         lines.append("  %-24s %s; %d of %d missed; %d failed" % (
             n, fmt_range(d["durations"]), d["missed"], d["iterations"], d["failures"]))
@@ -892,6 +895,9 @@ def report(res, args):
     if res["mode"] == "new":
         lines.append("localizer: %s; its metrics: %s" % (res.get("localize_command"),
                                                          ", ".join(res.get("localize_metric_names") or [])))
+    if loc_g:
+        lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
+            "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
     if res["errors"]:
         lines.append("poll errors: " + "; ".join(res["errors"][:5]))
     print("\n".join(lines), flush=True)
