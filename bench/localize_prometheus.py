@@ -711,7 +711,7 @@ def measure(args, fabric, fault, want, r, result):
         if now >= next_metrics:
             next_metrics = now + 2
             try:
-                for name, lab, value in parse_metrics(http_get(prom_url + "/metrics", 5).decode()):
+                for name, lab, value in parse_metrics(http_get(prom_url + "/metrics", 10).decode()):
                     g = lab.get("rule_group", "").rsplit(";", 1)[-1]
                     if not g:
                         continue
@@ -785,6 +785,7 @@ def measure(args, fabric, fault, want, r, result):
         q = lambda expr: api(prom_url, "/api/v1/query", {"query": expr})["result"]
         result["scraped_samples"] = float(q('sum(scrape_samples_scraped{job="%s"})' % JOB)[0]["value"][1])
         result["targets_up"] = float(q('sum(up{job="%s"})' % JOB)[0]["value"][1])
+        result["targets_down"] = sorted(x["metric"]["instance"] for x in q('up{job="%s"} == 0' % JOB))
         result["scrape_duration_max"] = float(q('max(max_over_time(scrape_duration_seconds{job="%s"}[2m]))' % JOB)[0]["value"][1])
         iv = q('prometheus_target_interval_length_seconds{interval="10s",quantile="0.99"}')
         result["scrape_interval_p99"] = float(iv[0]["value"][1]) if iv else None
@@ -811,7 +812,7 @@ def measure(args, fabric, fault, want, r, result):
     result["slowest_rules"] = sorted(([g, n, v] for (g, n), v in rules_slowest.items()),
                                      key=lambda x: -x[2])[:8]
     try:
-        pm = {n: v for n, lab, v in parse_metrics(http_get(prom_url + "/metrics", 5).decode())
+        pm = {n: v for n, lab, v in parse_metrics(http_get(prom_url + "/metrics", 60).decode())
               if not lab}
         result["head_series"] = pm.get("prometheus_tsdb_head_series")
     except (OSError, urllib.error.URLError, ValueError):
@@ -853,7 +854,8 @@ def report(res, args):
     header = ("| hosts | mode | input series (scraped) | `ibfabric-localization` evaluation | "
               "iterations missed | Prometheus RSS (peak) | cable named after the fault |")
     if loc_g:
-        group_s = fmt_range(loc_g["durations"])
+        group_s = fmt_range(loc_g["durations"]) if loc_g["timeline"] else \
+            "first evaluation not finished after %.0f s" % args.duration
         missed_s = "%d of %d" % (loc_g["missed"], loc_g["iterations"])
     else:
         group_s, missed_s = "no such group", "-"
@@ -873,7 +875,8 @@ def report(res, args):
                  "it; iterations missed of scheduled; failures):" % args.warmup)
     for n, d in sorted(g.items()):
         lines.append("  %-24s %s; %d of %d missed; %d failed" % (
-            n, fmt_range(d["durations"]), d["missed"], d["iterations"], d["failures"]))
+            n, fmt_range(d["durations"]) if d["timeline"] else "no evaluation finished",
+            d["missed"], d["iterations"], d["failures"]))
     lines.append("slowest rules (largest evaluationTime seen): " + "; ".join(
         "%s %.2f s" % (n, v) for _, n, v in res["slowest_rules"][:5]))
     lines.append("fault: %s (%d pairs cross it)%s; other IbfabricSuspect* alerts: %s" % (
@@ -884,8 +887,9 @@ def report(res, args):
             for o in res["other_suspects"]) or "none"))
     lines.append("served series %s, head series at the end %s (records included), targets up %s, "
                  "slowest scrape %.2f s" % ("{:,}".format(res["served_series"]),
-                                            "{:,.0f}".format(res.get("head_series") or 0),
-                                            "%.0f" % res.get("targets_up", 0),
+                                            "{:,.0f}".format(res["head_series"]) if res.get("head_series") else "?",
+                                            "%.0f%s" % (res.get("targets_up", 0), " (down: %s)" % ", ".join(
+                                                res["targets_down"][:5]) if res.get("targets_down") else ""),
                                             res.get("scrape_duration_max") or 0))
     lines.append("machine (%d cores, shared): %.0f %% busy after the warm-up; cores used: %s; "
                  "load average %s -> %s; Prometheus VmHWM %.0f MB" % (
