@@ -852,16 +852,19 @@ def report(res, args):
     rss = res.get("prometheus_rss_peak")
     cores = ", ".join("%s %.2f" % kv for kv in sorted(res["cpu_cores"].items()))
     header = ("| hosts | mode | input series (scraped) | `ibfabric-localization` evaluation | "
-              "iterations missed | Prometheus RSS (peak) | cable named after the fault |")
+              "iterations missed | all rule groups: missed | Prometheus RSS (peak) | "
+              "cable named after the fault |")
+    all_missed = "%d of %d" % (sum(d["missed"] for d in g.values()),
+                               sum(d["iterations"] for d in g.values()))
     if loc_g:
         group_s = fmt_range(loc_g["durations"]) if loc_g["timeline"] else \
             "first evaluation not finished after %.0f s" % args.duration
         missed_s = "%d of %d" % (loc_g["missed"], loc_g["iterations"])
     else:
         group_s, missed_s = "no such group", "-"
-    row = "| %s | %s | %s | %s | %s | %s | %s |" % (
+    row = "| %s | %s | %s | %s | %s | %s | %s | %s |" % (
         "{:,}".format(res["hosts"]), res["mode"],
-        "{:,.0f}".format(res.get("scraped_samples") or 0), group_s, missed_s,
+        "{:,.0f}".format(res.get("scraped_samples") or 0), group_s, missed_s, all_missed,
         "%.0f MB" % (rss / 1e6) if rss else "?", named_s)
     if res["mode"] == "new":
         header += " localizer evaluation | evaluations a minute | failures |"
