@@ -24,6 +24,7 @@ Modes:
 
 Per host the targets serve (TYPE lines, no HELP), as the real collectors label them:
   probe   per peer: ibfabric_probe_{sent,received,lost,spikes,host_spikes}_total,
+          ibfabric_probe_failed_total{reason=port_error|mad_status},
           ibfabric_probe_{last_rtt,last_network_rtt,jitter,baseline_rtt}_seconds,
           ibfabric_probe_rtt_window_seconds{stat=p50|p99|max}; per node: ibfabric_probe_node_info,
           ibfabric_probe_responder_{requests,dropped}_total{transport="mad"}
@@ -271,6 +272,9 @@ class HostTarget:
                 pl + [("peer_node_guid", f.hex(("h", j))), ("peer_node_name", f.name(("h", j)))]))
             for name in ("spikes_total", "host_spikes_total"):
                 add("ibfabric_probe_" + name, "counter", "ibfabric_probe_%s%s 0" % (name, labels(pl)))
+            for reason in ("port_error", "mad_status"):  # the prober's own failures (98f833c)
+                add("ibfabric_probe_failed_total", "counter", "ibfabric_probe_failed_total%s 0" % labels(
+                    pl + [("reason", reason)]))
             rtt = rng.uniform(8e-6, 20e-6)
             for name, value in (("last_rtt_seconds", rtt), ("last_network_rtt_seconds", rtt * 0.8),
                                 ("jitter_seconds", rtt * 0.05), ("baseline_rtt_seconds", rtt)):
