@@ -881,9 +881,13 @@ def report(res, args):
     lines.append("every rule group after the %d s warm-up (time of the evaluations that ended after "
                  "it; iterations missed of scheduled; failures):" % args.warmup)
     for n, d in sorted(g.items()):
-        lines.append("  %-24s %s; %d of %d missed; %d failed" % (
+        lines.append("  %-24s %s; %d of %d missed; %d failed; %d evaluations ended in the %.0f s "
+                     "(%.0f due)" % (
             n, fmt_range(d["durations"]) if d["timeline"] else "no evaluation finished",
-            d["missed"], d["iterations"], d["failures"]))
+            d["missed"], d["iterations"], d["failures"], (d["durations"] or {}).get("n", 0),
+            args.duration - args.warmup, (args.duration - args.warmup) / (d["interval"] or 10)))
+    lines.append("  (a missed iteration is counted when the next one starts: one still running at "
+                 "the end has not added its own)")
     lines.append("slowest rules (largest evaluationTime seen): " + "; ".join(
         "%s %.2f s" % (n, v) for _, n, v in res["slowest_rules"][:5]))
     lines.append("fault: %s (%d pairs cross it)%s; other IbfabricSuspect* alerts: %s" % (
