@@ -673,6 +673,7 @@ def measure(args, fabric, fault, want, r, result):
     loc_evals = {}     # evaluations_total -> duration (gauge)
     loc_means = []     # histogram/summary: mean per poll
     loc_snap, loc_last, loc_names, loc_end = None, None, None, None
+    loc_naming = [(None, False)]  # (seconds after the fault, names the faulty cable) on change
     rss, first_fire, others, pending_first = [], None, {}, None
     cpu0 = {k: proc_cpu(p.pid) for k, p in procs.items()}
     m0 = machine_cpu()
@@ -738,8 +739,13 @@ def measure(args, fabric, fault, want, r, result):
                 try:
                     ms = parse_metrics(http_get("http://127.0.0.1:%d/metrics" % loc_port, 5).decode())
                     pre = args.localize_metric_prefix
-                    if loc_names is None:
-                        loc_names = sorted({n for n, _, _ in ms})
+                    loc_names = sorted({n for n, _, _ in ms})
+                    # Whether its verdicts name the faulty cable now (ibfabric_localize_suspect).
+                    names_it = any(n == "ibfabric_localize_suspect" and lab.get("kind") == "cable" and
+                                   all(lab.get(k) == v for k, v in want.items()) and value > 0
+                                   for n, lab, value in ms)
+                    if names_it != loc_naming[-1][1]:
+                        loc_naming.append((round(now - fault_epoch, 1), names_it))
                     cur = {}
                     for n, lab, value in ms:
                         if n.startswith(pre) and not lab.get("le") and not lab.get("quantile"):
@@ -829,6 +835,7 @@ def measure(args, fabric, fault, want, r, result):
     if loc:
         pre = args.localize_metric_prefix
         result["localize_metric_names"] = loc_names
+        result["localize_naming"] = loc_naming[1:]
         result["localize_durations"] = summary(list(loc_evals.values())) or summary(loc_means)
         if loc_snap and loc_end:
             (ta, a), (tb, b) = loc_snap, loc_end
@@ -910,6 +917,10 @@ def report(res, args):
     if res["mode"] == "new":
         lines.append("localizer: %s; its metrics: %s" % (res.get("localize_command"),
                                                          ", ".join(res.get("localize_metric_names") or [])))
+        lines.append("its verdict on the faulty cable (ibfabric_localize_suspect, polled every 2 s; "
+                     "seconds after the fault): %s" % ("; ".join(
+                         "%s at %.0f s" % ("named" if on else "not named", t)
+                         for t, on in res.get("localize_naming") or []) or "never named"))
     if loc_g:
         lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
             "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
