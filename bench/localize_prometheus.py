@@ -1,0 +1,985 @@
+#!/usr/bin/env python3
+"""End to end at scale: fault localization with a real Prometheus, today's rules or ibfabric-localize.
+
+Simulated daemons serve, one scrape target per host, the series the localization reads, on a
+two-level fat tree (`--hosts-per-leaf` hosts under each leaf, one uplink from every leaf to
+every one of `--spines` spines, routed as a subnet manager's linear forwarding tables route it:
+by destination, traffic to another leaf going up through spine (destination index mod spines)).
+Every host probes `--peers` peers drawn from `--seed` over MAD, one probe a second per pair. A
+real Prometheus (Debian's, `--prometheus`) scrapes every host every 10 s (job "ibfabric",
+instance "node-0001:10916", ...) and evaluates `--rules`. After `--fault-after` seconds, packets
+crossing one leaf uplink in one direction (a leaf -> spine direction drawn from the seed among
+those at least the median number of pairs cross, or `--fault-link leaf-03:spine-07`) are lost
+with probability `--fault-loss` (2 %): every probe or answer that crosses it is lost so, drawn
+per probe. The run ends after `--duration` seconds.
+
+Modes:
+  old   today's rules (the 60 records of the group `ibfabric-localization`), e.g.
+          git -C /work/main show 55f6f26:dashboards/alerts/ibfabric.rules.yml > /tmp/rules.old.yml
+          bench/localize_prometheus.py --hosts 1024 --mode old --rules /tmp/rules.old.yml
+  new   the same, plus `--localize BINARY` (ibfabric-localize) reading this Prometheus and scraped
+        by it (job `--localize-job`), with the new rules (default: this tree's
+        dashboards/alerts/ibfabric.rules.yml):
+          bench/localize_prometheus.py --hosts 1024 --mode new --localize build/ibfabric-localize
+
+Per host the targets serve (TYPE lines, no HELP), as the real collectors label them:
+  probe   per peer: ibfabric_probe_{sent,received,lost,spikes,host_spikes}_total,
+          ibfabric_probe_failed_total{reason=port_error|mad_status},
+          ibfabric_probe_{last_rtt,last_network_rtt,jitter,baseline_rtt}_seconds,
+          ibfabric_probe_rtt_window_seconds{stat=p50|p99|max}; per node: ibfabric_probe_node_info,
+          ibfabric_probe_responder_{requests,dropped}_total{transport="mad"}
+  paths   ibfabric_path_hop_info (both legs, as collectors/paths/paths_run.cpp emit_leg names
+          them), ibfabric_path_peer_info, ibfabric_path_traces_total{cause="new"}
+  ports   ibfabric_ports_peer_info; per side (local, peer) the 22 PortCounters(Extended)
+          counters ibfabric_ports_*_total and the gauges the rules read (state, link width, lane
+          speed, effective rate, transmit_wait_tick_bytes)
+  daemon  ibfabric_event_loop_stall_seconds_total, ibfabric_event_loop_stalls_total
+  sweep   on node-0001 only (the host that sweeps the fabric), the switch port series the rules
+          read: ibfabric_fabric_link_info, ibfabric_fabric_node_transmit_wait_tick_bytes, per
+          switch port ibfabric_fabric_port_{effective_rate_bytes_per_second,link_width_lanes} and
+          ibfabric_fabric_port_{symbol_errors,link_error_recoveries,link_downed,receive_errors,
+          transmit_discards,transmit_wait_ticks,transmit_bytes,
+          transmit_switch_hol_lifetime_limit_discards}_total
+Counters advance with the clock (probes at 1/s per pair, bytes and packets at a per-host rate);
+errors, stalls, spikes and responder drops stay 0: the fault is the only thing to find, and no
+port counts it (the probes alone must name it). All targets are served by one child process
+(asyncio, HTTP/1.1 keep-alive, texts built once, only the counters formatted per scrape).
+
+Measured, polling Prometheus's own /metrics every 2 s, /api/v1/alerts every second and
+/api/v1/rules every 20 s (and, new mode, the localizer's /metrics every 2 s):
+  - per rule group: evaluation time (prometheus_rule_group_last_duration_seconds, one value per
+    evaluation seen) and iterations missed of those scheduled
+    (prometheus_rule_group_iterations_{missed_,}total), after `--warmup` seconds (the 1-minute
+    windows filled); rule evaluation failures; the slowest rules (/api/v1/rules);
+  - Prometheus RSS (peak of VmRSS sampled, and VmHWM), CPU seconds of Prometheus, the generator
+    and the localizer, and how busy the whole machine was (/proc/stat), since others may share it;
+  - input series: the samples every scrape of job "ibfabric" returns, summed over the targets,
+    and Prometheus's head series at the end (records included);
+  - seconds from the fault until IbfabricSuspectLink fires for that cable (by node_guid, port,
+    remote_node_guid, remote_port), and every other IbfabricSuspect* alert that fired (bystanders);
+  - new mode: the localizer's evaluation duration (`<prefix>evaluation_duration_seconds`: a
+    gauge, one value per evaluation, or a histogram/summary, mean per poll), its evaluations
+    (`<prefix>evaluations_total`: per minute, expected 60 / --evaluation-interval) and failures
+    (`<prefix>evaluation_failures_total`), prefix `--localize-metric-prefix`.
+Prints one table row per run (and `--json PATH` writes everything). Everything started is ended
+by PID (also on Ctrl-C / SIGTERM). Standard library only.
+
+    bench/localize_prometheus.py --hosts 1024 --mode old|new [--rules FILE] [--localize BINARY]
+        [--duration 300] [--fault-after 120] [--warmup 60] [--seed 1] [--fault-loss 0.02]
+        [--peers 3] [--hosts-per-leaf 32] [--spines 16] [--workdir DIR] [--keep] [--json PATH]
+"""
+import argparse
+import asyncio
+import json
+import math
+import os
+import random
+import re
+import resource
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+JOB = "ibfabric"
+DAEMON_PORT = 10916
+LOCALIZATION_GROUP = "ibfabric-localization"
+SUSPECT_ALERTS = ("IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
+
+# The 22 counters of PortCounters / PortCountersExtended (mad/attributes.cpp), as the ports
+# collector names them: ibfabric_ports_<name>.
+PORT_COUNTERS = [
+    "symbol_errors_total", "link_error_recoveries_total", "link_downed_total",
+    "receive_errors_total", "receive_remote_physical_errors_total",
+    "receive_switch_relay_errors_total", "transmit_discards_total",
+    "transmit_constraint_errors_total", "receive_constraint_errors_total",
+    "local_link_integrity_errors_total", "excessive_buffer_overrun_errors_total",
+    "vl15_dropped_total", "qp1_dropped_total", "transmit_wait_ticks_total",
+    "transmit_bytes_total", "receive_bytes_total", "transmit_packets_total",
+    "receive_packets_total", "unicast_transmit_packets_total", "unicast_receive_packets_total",
+    "multicast_transmit_packets_total", "multicast_receive_packets_total",
+]
+# Of them, those that advance (traffic): bytes at the host's rate, packets at a 2 KiB average.
+PORT_TRAFFIC = {"transmit_bytes_total": 1.0, "receive_bytes_total": 1.0,
+                "transmit_packets_total": 1 / 2048, "receive_packets_total": 1 / 2048,
+                "unicast_transmit_packets_total": 1 / 2048,
+                "unicast_receive_packets_total": 1 / 2048}
+SWEEP_COUNTERS = ["symbol_errors_total", "link_error_recoveries_total", "link_downed_total",
+                  "receive_errors_total", "transmit_discards_total", "transmit_wait_ticks_total",
+                  "transmit_bytes_total", "transmit_switch_hol_lifetime_limit_discards_total"]
+LANE_BYTES = 100e9 / 8  # NDR: 100 Gb/s a lane
+EFFECTIVE = 4 * LANE_BYTES * 0.97  # four lanes, after FEC (roughly)
+
+
+# --- The fabric ------------------------------------------------------------------------------
+
+class Fabric:
+    """Nodes are ('h', i) hosts (0-based), ('l', l) leaves and ('s', s) spines (1-based)."""
+
+    def __init__(self, hosts, per_leaf, spines, peers, seed):
+        self.n, self.hpl, self.spines = hosts, per_leaf, spines
+        self.leaves = (hosts + per_leaf - 1) // per_leaf
+        rng = random.Random(seed)
+        self.peers = []
+        for i in range(hosts):
+            drawn = rng.sample(range(hosts - 1), min(peers, hosts - 1))
+            self.peers.append([j if j < i else j + 1 for j in drawn])
+        # Per pair (i, k-th peer): the cable directions its two legs cross.
+        self.pair_links = [[frozenset(self.cable(h)[:5] for leg in self.legs(i, p) for h in leg)
+                            for p in self.peers[i]] for i in range(hosts)]
+
+    def guid(self, node):
+        kind, n = node
+        return 0x0002c90300000000 + {"l": 0xa00000, "s": 0xb00000, "h": 0xc00000}[kind] + n + \
+            (1 if kind == "h" else 0)
+
+    def hex(self, node):
+        return "0x%016x" % self.guid(node)
+
+    def name(self, node):
+        kind, n = node
+        if kind == "h":
+            return "node-%04d" % (n + 1)
+        return ("leaf-%02d" if kind == "l" else "spine-%02d") % n
+
+    def leaf_of(self, i):
+        return i // self.hpl + 1
+
+    def host_port(self, i):  # the leaf port host i is cabled to
+        return i % self.hpl + 1
+
+    def route(self, src, dst):
+        """Hops (from node, from port, to node, to port) of a packet from host src to host dst."""
+        ls, ld = self.leaf_of(src), self.leaf_of(dst)
+        hops = [(("h", src), 1, ("l", ls), self.host_port(src))]
+        if ls != ld:
+            spine = dst % self.spines + 1
+            hops.append((("l", ls), self.hpl + spine, ("s", spine), ls))
+            hops.append((("s", spine), ld, ("l", ld), self.hpl + spine))
+        hops.append((("l", ld), self.host_port(dst), ("h", dst), 1))
+        return hops
+
+    def legs(self, prober, peer):
+        return self.route(prober, peer), self.route(peer, prober)
+
+    def cable(self, hop):
+        """As the paths collector names a hop's cable: (a, a port, b, b port, direction); `a` the
+        switch end of a host's cable, else the lower (GUID, port)."""
+        f, fp, t, tp = hop
+        f_switch, t_switch = f[0] != "h", t[0] != "h"
+        if f_switch != t_switch:
+            from_is_a = f_switch
+        else:
+            from_is_a = (self.guid(f), fp) < (self.guid(t), tp)
+        return (f, fp, t, tp, "a_to_b") if from_is_a else (t, tp, f, fp, "b_to_a")
+
+    def uplink(self, leaf, spine):
+        """The leaf -> spine direction of the cable leaf port (hpl + spine) <-> spine port leaf."""
+        return self.cable((("l", leaf), self.hpl + spine, ("s", spine), leaf))
+
+    def crossing(self, link):
+        return [(i, k) for i in range(self.n) for k, links in enumerate(self.pair_links[i])
+                if link in links]
+
+    def draw_fault(self, seed):
+        """A leaf -> spine direction, among those at least the median number of pairs cross."""
+        counts = {}
+        for i in range(self.n):
+            for links in self.pair_links[i]:
+                for link in links:
+                    if link[0][0] == "l" and link[2][0] == "s" and link[4] == "a_to_b":
+                        counts[link] = counts.get(link, 0) + 1
+        ups = [self.uplink(l, s) for l in range(1, self.leaves + 1)
+               for s in range(1, self.spines + 1)]
+        median = statistics.median(counts.get(u, 0) for u in ups)
+        eligible = [u for u in ups if counts.get(u, 0) >= max(median, 1)]
+        return random.Random("fault-%d" % seed).choice(eligible), median
+
+    def link_str(self, link):
+        a, ap, b, bp, d = link
+        return "%s port %d -> %s port %d" % ((self.name(a), ap, self.name(b), bp) if d == "a_to_b"
+                                             else (self.name(b), bp, self.name(a), ap))
+
+    def switches(self):
+        return [("l", l) for l in range(1, self.leaves + 1)] + \
+            [("s", s) for s in range(1, self.spines + 1)]
+
+    def switch_ports(self, sw):
+        """(port, remote node, remote port) of every cabled port of a switch."""
+        kind, n = sw
+        if kind == "l":
+            out = [(self.host_port(i), ("h", i), 1)
+                   for i in range((n - 1) * self.hpl, min(n * self.hpl, self.n))]
+            out += [(self.hpl + s, ("s", s), n) for s in range(1, self.spines + 1)]
+            return out
+        return [(l, ("l", l), self.hpl + n) for l in range(1, self.leaves + 1)]
+
+
+def labels(pairs):
+    return "{" + ",".join('%s="%s"' % kv for kv in pairs) + "}"
+
+
+def peer_label(fabric, j):
+    return "%s mlx5_0" % fabric.name(("h", j))
+
+
+# --- Serving (the child process) -------------------------------------------------------------
+
+class HostTarget:
+    """One host's text: a static part (encoded once) and the counters that advance."""
+
+    def __init__(self, fabric, i, rng, sweep):
+        f = fabric
+        self.fabric, self.i = f, i
+        me = ("h", i)
+        leaf = ("l", f.leaf_of(i))
+        self.base = time.time() - rng.uniform(600, 86400)  # the daemon has run a while
+        self.phases = [rng.random() for _ in f.peers[i]]
+        self.lost = [0 for _ in f.peers[i]]
+        self.lost_at = [None for _ in f.peers[i]]  # when lost was last brought up to date
+        self.rate = rng.uniform(1e8, 5e9)  # bytes a second each way
+        self.probers = 0  # set by the caller: pairs that probe this host
+        static, families = [], {}
+
+        def add(family, kind, line):
+            if family not in families:
+                families[family] = (kind, [])
+                static.append(family)
+            families[family][1].append(line)
+
+        for k, j in enumerate(f.peers[i]):
+            peer = peer_label(f, j)
+            pl = [("peer", peer), ("transport", "mad")]
+            for leg_name, leg in zip(("to_peer", "from_peer"), f.legs(i, j)):
+                for n, hop in enumerate(leg, 1):
+                    a, ap, b, bp, d = f.cable(hop)
+                    add("ibfabric_path_hop_info", "gauge", "ibfabric_path_hop_info%s 1" % labels(
+                        pl + [("leg", leg_name), ("hop", n), ("node_guid", f.hex(a)), ("port", ap),
+                              ("node_name", f.name(a)), ("remote_node_guid", f.hex(b)),
+                              ("remote_port", bp), ("remote_node_name", f.name(b)),
+                              ("direction", d)]))
+            add("ibfabric_path_peer_info", "gauge", "ibfabric_path_peer_info%s 1" % labels(
+                pl + [("peer_node_guid", f.hex(("h", j))), ("peer_node_name", f.name(("h", j)))]))
+            for name in ("spikes_total", "host_spikes_total"):
+                add("ibfabric_probe_" + name, "counter", "ibfabric_probe_%s%s 0" % (name, labels(pl)))
+            for reason in ("port_error", "mad_status"):  # the prober's own failures (98f833c)
+                add("ibfabric_probe_failed_total", "counter", "ibfabric_probe_failed_total%s 0" % labels(
+                    pl + [("reason", reason)]))
+            rtt = rng.uniform(8e-6, 20e-6)
+            for name, value in (("last_rtt_seconds", rtt), ("last_network_rtt_seconds", rtt * 0.8),
+                                ("jitter_seconds", rtt * 0.05), ("baseline_rtt_seconds", rtt)):
+                add("ibfabric_probe_" + name, "gauge",
+                    "ibfabric_probe_%s%s %.9g" % (name, labels(pl), value))
+            for stat, value in (("p50", rtt), ("p99", rtt * 1.5), ("max", rtt * 3)):
+                add("ibfabric_probe_rtt_window_seconds", "gauge",
+                    "ibfabric_probe_rtt_window_seconds%s %.9g" % (labels(pl + [("stat", stat)]), value))
+        add("ibfabric_path_traces_total", "counter",
+            'ibfabric_path_traces_total{cause="new"} %d' % len(f.peers[i]))
+        add("ibfabric_probe_node_info", "gauge", "ibfabric_probe_node_info%s 1" % labels(
+            [("node_guid", f.hex(me)), ("node_name", f.name(me))]))
+        add("ibfabric_probe_responder_dropped_total", "counter",
+            'ibfabric_probe_responder_dropped_total{transport="mad"} 0')
+        add("ibfabric_event_loop_stall_seconds_total", "counter",
+            "ibfabric_event_loop_stall_seconds_total 0")
+        add("ibfabric_event_loop_stalls_total", "counter", "ibfabric_event_loop_stalls_total 0")
+        add("ibfabric_ports_peer_info", "gauge", "ibfabric_ports_peer_info%s 1" % labels(
+            [("device", "mlx5_0"), ("port", 1), ("node_guid", f.hex(me)), ("node_name", f.name(me)),
+             ("peer_node_guid", f.hex(leaf)), ("peer_port", f.host_port(i)),
+             ("peer_node_type", "switch"), ("peer_node_name", f.name(leaf))]))
+        for side in ("local", "peer"):
+            sl = [("device", "mlx5_0"), ("port", 1), ("side", side)]
+            for name, value in (("state", 4), ("link_width_lanes", 4),
+                                ("link_speed_lane_bytes_per_second", LANE_BYTES),
+                                ("effective_rate_bytes_per_second", EFFECTIVE)):
+                add("ibfabric_ports_" + name, "gauge",
+                    "ibfabric_ports_%s%s %.12g" % (name, labels(sl), value))
+            add("ibfabric_ports_transmit_wait_tick_bytes", "gauge",
+                "ibfabric_ports_transmit_wait_tick_bytes%s 8" % labels(sl + [("per", "port")]))
+            for name in PORT_COUNTERS:
+                if name not in PORT_TRAFFIC:
+                    add("ibfabric_ports_" + name, "counter",
+                        "ibfabric_ports_%s%s 0" % (name, labels(sl)))
+        if sweep:
+            for sw in f.switches():
+                add("ibfabric_fabric_node_transmit_wait_tick_bytes", "gauge",
+                    "ibfabric_fabric_node_transmit_wait_tick_bytes%s 8" % labels(
+                        [("node_guid", f.hex(sw)), ("per", "port")]))
+                for port, remote, rport in f.switch_ports(sw):
+                    b_end = remote[0] != "h" and (f.guid(remote), rport) < (f.guid(sw), port)
+                    add("ibfabric_fabric_link_info", "gauge", "ibfabric_fabric_link_info%s 1" % labels(
+                        [("cable_end", "b" if b_end else "a"), ("node_guid", f.hex(sw)),
+                         ("port", port), ("node_name", f.name(sw)),
+                         ("remote_node_guid", f.hex(remote)), ("remote_port", rport),
+                         ("remote_node_type", "CA" if remote[0] == "h" else "switch"),
+                         ("remote_node_name", f.name(remote))]))
+                    pl = labels([("node_guid", f.hex(sw)), ("port", port)])
+                    add("ibfabric_fabric_port_effective_rate_bytes_per_second", "gauge",
+                        "ibfabric_fabric_port_effective_rate_bytes_per_second%s %.12g" % (pl, EFFECTIVE))
+                    add("ibfabric_fabric_port_link_width_lanes", "gauge",
+                        "ibfabric_fabric_port_link_width_lanes%s 4" % pl)
+                    for name in SWEEP_COUNTERS:
+                        add("ibfabric_fabric_port_" + name, "counter",
+                            "ibfabric_fabric_port_%s%s 0" % (name, pl))
+        text = []
+        for family in static:
+            kind, lines = families[family]
+            text.append("# TYPE %s %s\n" % (family, kind))
+            text.extend(line + "\n" for line in lines)
+        self.static = "".join(text).encode()
+        self.static_series = sum(len(families[fam][1]) for fam in static)
+        # The counters that advance: one %d each, in families of their own.
+        dyn = []
+        for name in ("sent_total", "received_total", "lost_total"):
+            dyn.append("# TYPE ibfabric_probe_%s counter\n" % name)
+            for j in f.peers[i]:
+                dyn.append("ibfabric_probe_%s%s %%d\n" % (
+                    name, labels([("peer", peer_label(f, j)), ("transport", "mad")])))
+        dyn.append("# TYPE ibfabric_probe_responder_requests_total counter\n")
+        dyn.append('ibfabric_probe_responder_requests_total{transport="mad"} %d\n')
+        for name in PORT_TRAFFIC:
+            dyn.append("# TYPE ibfabric_ports_%s counter\n" % name)
+            for side in ("local", "peer"):
+                dyn.append("ibfabric_ports_%s%s %%d\n" % (
+                    name, labels([("device", "mlx5_0"), ("port", 1), ("side", side)])))
+        self.template = "".join(dyn)
+        self.series = self.static_series + sum(1 for line in dyn if not line.startswith("#"))
+
+    def sent_at(self, k, t):
+        return max(0, int(math.floor(t - self.base + self.phases[k])))
+
+    def render(self, now, fault):
+        values = []
+        sent = [self.sent_at(k, now) for k in range(len(self.phases))]
+        lost = self.bring_lost_up_to_date(now, fault)
+        values += sent
+        values += [s - l for s, l in zip(sent, lost)]
+        values += lost
+        values.append(int(self.probers * (now - self.base)))
+        up = now - self.base
+        for name, per_byte in PORT_TRAFFIC.items():
+            values.append(int(self.rate * up * per_byte))
+            values.append(int(self.rate * 1.01 * up * per_byte))
+        return (self.template % tuple(values)).encode()
+
+    def bring_lost_up_to_date(self, now, fault):
+        """Draws, for each probe sent since the last scrape that its fault applies to, whether
+        it was lost (fault: (link, loss, epoch) or None)."""
+        if fault is None or fault[2] is None:
+            return self.lost
+        link, loss, since, rng, affected = fault
+        for k in affected.get(self.i, ()):
+            start = since if self.lost_at[k] is None else max(since, self.lost_at[k])
+            if now > start:
+                n = self.sent_at(k, now) - self.sent_at(k, start)
+                self.lost[k] += sum(1 for _ in range(n) if rng.random() < loss)
+                self.lost_at[k] = now
+        return self.lost
+
+
+def serve(args):
+    fabric = Fabric(args.hosts, args.hosts_per_leaf, args.spines, args.peers, args.seed)
+    rng = random.Random("targets-%d" % args.seed)
+    targets = {}
+    t0 = time.time()
+    for i in range(fabric.n):
+        targets[fabric.name(("h", i))] = HostTarget(fabric, i, rng, sweep=(i == 0 and not args.no_sweep))
+    for i in range(fabric.n):
+        for j in fabric.peers[i]:
+            targets[fabric.name(("h", j))].probers += 1
+    link = fabric.draw_fault(args.seed)[0] if not args.fault_link else parse_link(fabric, args.fault_link)
+    affected = {}
+    for i, k in fabric.crossing(link):
+        affected.setdefault(i, []).append(k)
+    state = {"fault": [link, args.fault_loss, None, random.Random("loss-%d" % args.seed), affected],
+             "scrapes": 0}
+    series = sum(t.series for t in targets.values())
+
+    def control():  # "fault EPOCH" on stdin sets when the loss starts
+        for line in sys.stdin:
+            words = line.split()
+            if words[:1] == ["fault"]:
+                state["fault"][2] = float(words[1])
+
+    threading.Thread(target=control, daemon=True).start()
+
+    async def handle(reader, writer):
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                path = head.split(b" ", 2)[1].decode()
+                parts = path.split("/")
+                target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
+                if target is None:
+                    body, status = b"not found\n", b"404 Not Found"
+                    dyn = b""
+                else:
+                    fault = state["fault"]
+                    dyn = target.render(time.time(), fault if fault[2] is not None else None)
+                    body, status = target.static, b"200 OK"
+                    state["scrapes"] += 1
+                writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4"
+                             b"\r\nContent-Length: " + str(len(body) + len(dyn)).encode() +
+                             b"\r\n\r\n")
+                writer.write(body)
+                writer.write(dyn)
+                await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, asyncio.LimitOverrunError):
+            pass
+        finally:
+            writer.close()
+
+    async def main():
+        server = await asyncio.start_server(handle, "127.0.0.1", args.serve_port, backlog=4096)
+        print(json.dumps({"ready": True, "series": series, "build_seconds": time.time() - t0,
+                          "static_bytes": sum(len(t.static) for t in targets.values())}),
+              flush=True)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def parse_link(fabric, text):
+    leaf, spine = text.split(":")
+    return fabric.uplink(int(leaf.split("-")[1]), int(spine.split("-")[1]))
+
+
+# --- The harness -----------------------------------------------------------------------------
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=10):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.read()
+
+
+def api(base, path, params=None, timeout=30):
+    url = base + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    return json.loads(http_get(url, timeout))["data"]
+
+
+LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)')
+LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"')
+
+
+def parse_metrics(text):
+    """[(name, {labels}, value)] of a Prometheus text exposition."""
+    out = []
+    for line in text.splitlines():
+        if not line or line[0] == "#":
+            continue
+        m = LINE.match(line)
+        if not m:
+            continue
+        try:
+            value = float(m.group(4))
+        except ValueError:
+            continue
+        out.append((m.group(1), dict(LABEL.findall(m.group(3) or "")), value))
+    return out
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of a process (and its threads)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError):
+        return None
+
+
+def proc_status(pid, key):
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith(key + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def machine_cpu():
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    idle = v[3] + v[4]
+    return sum(v), idle
+
+
+class Run:
+    def __init__(self, args):
+        self.args = args
+        self.procs = []
+        self.work = args.workdir or tempfile.mkdtemp(prefix="localize-e2e-")
+        os.makedirs(self.work, exist_ok=True)
+
+    def start(self, argv, name, **kw):
+        log = open(os.path.join(self.work, name + ".log"), "wb")
+        p = subprocess.Popen(argv, stdout=kw.pop("stdout", log), stderr=log, **kw)
+        self.procs.append((name, p))
+        return p
+
+    def close(self):
+        for name, p in reversed(self.procs):
+            if p.poll() is None:
+                p.terminate()
+        deadline = time.time() + 20
+        for name, p in reversed(self.procs):
+            try:
+                p.wait(max(0.1, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()
+        if not self.args.keep and not self.args.workdir:
+            shutil.rmtree(self.work, ignore_errors=True)
+
+
+def summary(values):
+    if not values:
+        return None
+    return {"n": len(values), "min": min(values), "median": statistics.median(values),
+            "max": max(values)}
+
+
+def fmt_range(s, unit="s", digits=2):
+    if not s:
+        return "none seen"
+    if s["min"] == s["max"]:
+        return "%.*f %s (1 value)" % (digits, s["min"], unit) if s["n"] == 1 else \
+            "%.*f %s" % (digits, s["min"], unit)
+    return "%.*f-%.*f %s (median %.*f, %d values)" % (digits, s["min"], digits, s["max"], unit,
+                                                       digits, s["median"], s["n"])
+
+
+def run(args):
+    fabric = Fabric(args.hosts, args.hosts_per_leaf, args.spines, args.peers, args.seed)
+    if args.fault_link:
+        fault, median = parse_link(fabric, args.fault_link), None
+    else:
+        fault, median = fabric.draw_fault(args.seed)
+    crossing = fabric.crossing(fault)
+    a, ap, b, bp, _ = fault
+    want = {"node_guid": fabric.hex(a), "port": str(ap), "remote_node_guid": fabric.hex(b),
+            "remote_port": str(bp)}
+    say("fabric: %d hosts, %d leaves of %d, %d spines, %d peers each (seed %d); fault: %s, %.1f %% "
+        "of the packets crossing it lost from %d s on; %d pairs cross it (median over leaf "
+        "uplinks: %s)" % (fabric.n, fabric.leaves, fabric.hpl, fabric.spines, args.peers, args.seed,
+                          fabric.link_str(fault), args.fault_loss * 100, args.fault_after,
+                          len(crossing), median))
+    r = Run(args)
+    result = {"command": " ".join(sys.argv),
+              "hosts": args.hosts, "mode": args.mode, "seed": args.seed,
+              "fault": fabric.link_str(fault), "pairs_crossing_fault": len(crossing),
+              "rules": os.path.abspath(args.rules), "nproc": os.cpu_count(),
+              "loadavg_start": open("/proc/loadavg").read().split()[:3]}
+    try:
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError):
+        pass
+    try:
+        measure(args, fabric, fault, want, r, result)
+    finally:
+        r.close()
+        if args.keep or args.workdir:
+            say("kept: %s" % r.work)
+    return result
+
+
+def measure(args, fabric, fault, want, r, result):
+    gen_port, prom_port = free_port(), free_port()
+    gen = r.start([sys.executable, os.path.abspath(__file__), "--serve", "--serve-port", str(gen_port),
+                   "--hosts", str(args.hosts), "--hosts-per-leaf", str(args.hosts_per_leaf),
+                   "--spines", str(args.spines), "--peers", str(args.peers), "--seed", str(args.seed),
+                   "--fault-loss", str(args.fault_loss)] +
+                  (["--fault-link", args.fault_link] if args.fault_link else []) +
+                  (["--no-sweep"] if args.no_sweep else []),
+                  "generator", stdout=subprocess.PIPE, stdin=subprocess.PIPE)
+    ready = json.loads(gen.stdout.readline() or "{}")
+    if not ready.get("ready"):
+        raise SystemExit("the generator did not start: see %s/generator.log" % r.work)
+    say("generator: %d series in %d targets built in %.1f s (%.0f MB of static text)" % (
+        ready["series"], args.hosts, ready["build_seconds"], ready["static_bytes"] / 1e6))
+    result["served_series"] = ready["series"]
+
+    loc_port = free_port() if args.mode == "new" else None
+    scrape = [{
+        "job_name": JOB, "scrape_interval": "10s", "scrape_timeout": "10s",
+        "static_configs": [{"targets": ["%s:%d" % (fabric.name(("h", i)), DAEMON_PORT)
+                                        for i in range(fabric.n)]}],
+        "relabel_configs": [
+            {"source_labels": ["__address__"], "target_label": "instance"},
+            {"source_labels": ["__address__"], "regex": "([^:]+):.*",
+             "target_label": "__metrics_path__", "replacement": "/host/$1/metrics"},
+            {"target_label": "__address__", "replacement": "127.0.0.1:%d" % gen_port}],
+    }]
+    if loc_port:
+        scrape.append({"job_name": args.localize_job, "scrape_interval": "10s",
+                       "static_configs": [{"targets": ["127.0.0.1:%d" % loc_port]}]})
+    config = {"global": {"scrape_interval": "10s", "scrape_timeout": "10s",
+                         "evaluation_interval": args.evaluation_interval},
+              "rule_files": [os.path.abspath(args.rules)], "scrape_configs": scrape}
+    conf_path = os.path.join(r.work, "prometheus.yml")
+    with open(conf_path, "w") as f:
+        json.dump(config, f, indent=1)  # YAML is a superset of JSON
+    check = subprocess.run([args.promtool, "check", "config", conf_path], capture_output=True,
+                           text=True)
+    if check.returncode:
+        raise SystemExit("promtool check config failed:\n" + check.stdout + check.stderr)
+    prom_url = "http://127.0.0.1:%d" % prom_port
+    prom = r.start([args.prometheus, "--config.file=" + conf_path,
+                    "--storage.tsdb.path=" + os.path.join(r.work, "tsdb"),
+                    "--web.listen-address=127.0.0.1:%d" % prom_port], "prometheus")
+    t_start = time.time()
+    for _ in range(300):
+        try:
+            http_get(prom_url + "/-/ready", 2)
+            break
+        except (OSError, urllib.error.URLError):
+            if prom.poll() is not None:
+                raise SystemExit("prometheus exited: see %s/prometheus.log" % r.work)
+            time.sleep(0.2)
+    fault_epoch = t_start + args.fault_after
+    gen.stdin.write(("fault %.3f\n" % fault_epoch).encode())
+    gen.stdin.flush()
+    loc = None
+    if loc_port:
+        argv = [args.localize, "--prometheus.url=" + prom_url,
+                "--web.listen-address=127.0.0.1:%d" % loc_port,
+                "--evaluation-interval=%s" % args.localize_interval] + args.localize_arg
+        loc = r.start(argv, "localize")
+        result["localize_command"] = " ".join(argv)
+    procs = {"prometheus": prom, "generator": gen}
+    if loc:
+        procs["localize"] = loc
+
+    groups = {}        # rule group -> {"durations": {eval ts: seconds}, "snap": ..., "end": ...}
+    rules_slowest = {}  # (group, rule) -> max evaluation seconds seen
+    loc_evals = {}     # evaluations_total -> duration (gauge)
+    loc_means = []     # histogram/summary: mean per poll
+    loc_snap, loc_last, loc_names, loc_end = None, None, None, None
+    loc_naming = [(None, False)]  # (seconds after the fault, names the faulty cable) on change
+    rss, first_fire, others, pending_first = [], None, {}, None
+    cpu0 = {k: proc_cpu(p.pid) for k, p in procs.items()}
+    m0 = machine_cpu()
+    t_warm = t_start + args.warmup
+    cpu_warm, m_warm = None, None
+    next_metrics = next_rules = 0
+    errors = []
+    end = t_start + args.duration
+    while time.time() < end:
+        now = time.time()
+        for name, p in procs.items():
+            if p.poll() is not None:
+                raise SystemExit("%s exited (%s): see %s/%s.log" % (name, p.returncode, r.work, name))
+        if cpu_warm is None and now >= t_warm:
+            cpu_warm = {k: proc_cpu(p.pid) for k, p in procs.items()}
+            m_warm = machine_cpu()
+        try:
+            for alert in api(prom_url, "/api/v1/alerts", timeout=5)["alerts"]:
+                lab = alert["labels"]
+                if lab.get("alertname") not in SUSPECT_ALERTS:
+                    continue
+                is_fault = lab["alertname"] == "IbfabricSuspectLink" and \
+                    all(lab.get(k) == v for k, v in want.items())
+                if is_fault:
+                    if alert["state"] == "pending" and pending_first is None:
+                        pending_first = now
+                    if alert["state"] == "firing" and first_fire is None:
+                        first_fire = now
+                        say("%5.0f s: IbfabricSuspectLink fires for the faulty cable, %.0f s after "
+                            "the fault" % (now - t_start, now - fault_epoch))
+                else:
+                    key = (lab["alertname"], lab.get("node_name"), lab.get("port"),
+                           lab.get("remote_node_name"), lab.get("remote_port"))
+                    if key not in others:
+                        others[key] = {"first": now - t_start, "state": alert["state"]}
+                        say("%5.0f s: also %s (%s)" % (now - t_start, lab["alertname"], ", ".join(
+                            "%s=%s" % kv for kv in sorted(lab.items()) if kv[0] != "alertname")))
+        except (OSError, urllib.error.URLError, ValueError, KeyError) as e:
+            errors.append("alerts at %.0f s: %s" % (now - t_start, e))
+        if now >= next_metrics:
+            next_metrics = now + 2
+            try:
+                for name, lab, value in parse_metrics(http_get(prom_url + "/metrics", 10).decode()):
+                    g = lab.get("rule_group", "").rsplit(";", 1)[-1]
+                    if not g:
+                        continue
+                    d = groups.setdefault(g, {"durations": {}, "last": None, "cur": {}, "warm": None})
+                    d["cur"][name] = value
+                for g, d in groups.items():
+                    cur = d["cur"]
+                    ts = cur.get("prometheus_rule_group_last_evaluation_timestamp_seconds", 0)
+                    if ts > 0 and "prometheus_rule_group_last_duration_seconds" in cur:
+                        d["durations"][ts] = cur["prometheus_rule_group_last_duration_seconds"]
+                    if d["warm"] is None and now >= t_warm:
+                        d["warm"] = dict(cur)
+                    d["end"] = dict(cur)
+            except (OSError, urllib.error.URLError, ValueError) as e:
+                errors.append("prometheus /metrics at %.0f s: %s" % (now - t_start, e))
+            v = proc_status(prom.pid, "VmRSS")
+            if v:
+                rss.append(v)
+            if loc:
+                try:
+                    ms = parse_metrics(http_get("http://127.0.0.1:%d/metrics" % loc_port, 5).decode())
+                    pre = args.localize_metric_prefix
+                    loc_names = sorted({n for n, _, _ in ms})
+                    # Whether its verdicts name the faulty cable now (ibfabric_localize_suspect).
+                    names_it = any(n == "ibfabric_localize_suspect" and lab.get("kind") == "cable" and
+                                   all(lab.get(k) == v for k, v in want.items()) and value > 0
+                                   for n, lab, value in ms)
+                    if names_it != loc_naming[-1][1]:
+                        loc_naming.append((round(now - fault_epoch, 1), names_it))
+                    cur = {}
+                    for n, lab, value in ms:
+                        if n.startswith(pre) and not lab.get("le") and not lab.get("quantile"):
+                            cur[n] = cur.get(n, 0) + value
+                    evals = cur.get(pre + "evaluations_total")
+                    dur = cur.get(pre + "evaluation_duration_seconds")
+                    if now >= t_warm:
+                        if dur is not None and evals is not None:
+                            loc_evals[evals] = dur
+                        if loc_last and pre + "evaluation_duration_seconds_count" in cur:
+                            dc = cur[pre + "evaluation_duration_seconds_count"] - \
+                                loc_last.get(pre + "evaluation_duration_seconds_count", 0)
+                            ds = cur.get(pre + "evaluation_duration_seconds_sum", 0) - \
+                                loc_last.get(pre + "evaluation_duration_seconds_sum", 0)
+                            if dc > 0:
+                                loc_means.append(ds / dc)
+                        if loc_snap is None:
+                            loc_snap = (now, cur)
+                    loc_last = cur
+                    loc_end = (now, cur)
+                except (OSError, urllib.error.URLError, ValueError) as e:
+                    errors.append("localize /metrics at %.0f s: %s" % (now - t_start, e))
+        if now >= next_rules and now >= t_warm:
+            next_rules = now + 20
+            try:
+                for grp in api(prom_url, "/api/v1/rules", timeout=20)["groups"]:
+                    for rule in grp["rules"]:
+                        key = (grp["name"], rule.get("name"))
+                        rules_slowest[key] = max(rules_slowest.get(key, 0),
+                                                 rule.get("evaluationTime", 0))
+            except (OSError, urllib.error.URLError, ValueError, KeyError) as e:
+                errors.append("rules at %.0f s: %s" % (now - t_start, e))
+        time.sleep(max(0.0, 1 - (time.time() - now)))
+
+    t_end = time.time()
+    cpu1 = {k: proc_cpu(p.pid) for k, p in procs.items()}
+    m1 = machine_cpu()
+    if cpu_warm is None:
+        cpu_warm, m_warm = cpu0, m0
+    span = t_end - t_warm
+    busy = 1 - (m1[1] - m_warm[1]) / max(1, m1[0] - m_warm[0])
+    result["machine_busy_share"] = busy
+    result["cpu_cores"] = {k: (cpu1[k] - cpu_warm[k]) / span for k in procs
+                           if cpu1[k] is not None and cpu_warm[k] is not None}
+    result["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
+    try:
+        q = lambda expr: api(prom_url, "/api/v1/query", {"query": expr})["result"]
+        result["scraped_samples"] = float(q('sum(scrape_samples_scraped{job="%s"})' % JOB)[0]["value"][1])
+        result["targets_up"] = float(q('sum(up{job="%s"})' % JOB)[0]["value"][1])
+        result["targets_down"] = sorted(x["metric"]["instance"] for x in q('up{job="%s"} == 0' % JOB))
+        result["scrape_duration_max"] = float(q('max(max_over_time(scrape_duration_seconds{job="%s"}[2m]))' % JOB)[0]["value"][1])
+        iv = q('prometheus_target_interval_length_seconds{interval="10s",quantile="0.99"}')
+        result["scrape_interval_p99"] = float(iv[0]["value"][1]) if iv else None
+    except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+        errors.append("final queries: %s" % e)
+    result["prometheus_rss_peak"] = max(rss) if rss else None
+    result["prometheus_vmhwm"] = proc_status(prom.pid, "VmHWM")
+    gout = {}
+    for g, d in groups.items():
+        w, e = d.get("warm") or {}, d.get("end") or {}
+        it = e.get("prometheus_rule_group_iterations_total", 0) - w.get("prometheus_rule_group_iterations_total", 0)
+        mi = e.get("prometheus_rule_group_iterations_missed_total", 0) - w.get("prometheus_rule_group_iterations_missed_total", 0)
+        fails = e.get("prometheus_rule_evaluation_failures_total", 0) - w.get("prometheus_rule_evaluation_failures_total", 0)
+        # Evaluations that ended after the warm-up (one that started before it counts).
+        gout[g] = {"durations": summary([v for ts, v in d["durations"].items() if ts + v >= t_warm]),
+                   "timeline": [[round(ts - t_start, 1), round(v, 3)] for ts, v in sorted(d["durations"].items())],
+                   "iterations": it,
+                   "missed": mi, "failures": fails,
+                   "interval": e.get("prometheus_rule_group_interval_seconds"),
+                   "head_series": None}
+        if e.get("prometheus_tsdb_head_series"):
+            pass
+    result["groups"] = gout
+    result["slowest_rules"] = sorted(([g, n, v] for (g, n), v in rules_slowest.items()),
+                                     key=lambda x: -x[2])[:8]
+    try:
+        pm = {n: v for n, lab, v in parse_metrics(http_get(prom_url + "/metrics", 60).decode())
+              if not lab}
+        result["head_series"] = pm.get("prometheus_tsdb_head_series")
+    except (OSError, urllib.error.URLError, ValueError):
+        pass
+    result["fault_named_after"] = None if first_fire is None else first_fire - fault_epoch
+    result["fault_pending_after"] = None if pending_first is None else pending_first - fault_epoch
+    result["fault_window"] = t_end - fault_epoch
+    result["other_suspects"] = [{"alert": k[0], "node": k[1], "port": k[2], "remote": k[3],
+                                 "remote_port": k[4], **v} for k, v in others.items()]
+    if loc:
+        pre = args.localize_metric_prefix
+        result["localize_metric_names"] = loc_names
+        result["localize_naming"] = loc_naming[1:]
+        result["localize_durations"] = summary(list(loc_evals.values())) or summary(loc_means)
+        if loc_snap and loc_end:
+            (ta, a), (tb, b) = loc_snap, loc_end
+            ev = b.get(pre + "evaluations_total", 0) - a.get(pre + "evaluations_total", 0)
+            result["localize_evaluations"] = ev
+            result["localize_per_minute"] = ev / max(1e-9, tb - ta) * 60
+            result["localize_failures"] = b.get(pre + "evaluation_failures_total", 0) - \
+                a.get(pre + "evaluation_failures_total", 0)
+            result["localize_window"] = tb - ta
+    result["errors"] = errors[:20]
+    result["workdir"] = r.work
+
+
+def say(text):
+    print(text, file=sys.stderr, flush=True)
+
+
+def report(res, args):
+    g = res["groups"]
+    loc_g = g.get(LOCALIZATION_GROUP)
+    lines = ["", "command: " + res["command"]]
+    named = res["fault_named_after"]
+    named_s = "%.0f s" % named if named is not None else \
+        "not within the run (%.0f s after the fault)" % res["fault_window"]
+    rss = res.get("prometheus_rss_peak")
+    cores = ", ".join("%s %.2f" % kv for kv in sorted(res["cpu_cores"].items()))
+    header = ("| hosts | mode | input series (scraped) | `ibfabric-localization` evaluation | "
+              "iterations missed | all rule groups: missed | Prometheus RSS (peak) | "
+              "cable named after the fault |")
+    all_missed = "%d of %d" % (sum(d["missed"] for d in g.values()),
+                               sum(d["iterations"] for d in g.values()))
+    if loc_g:
+        group_s = fmt_range(loc_g["durations"]) if loc_g["timeline"] else \
+            "first evaluation not finished after %.0f s" % args.duration
+        missed_s = "%d of %d" % (loc_g["missed"], loc_g["iterations"])
+    else:
+        group_s, missed_s = "no such group", "-"
+    row = "| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        "{:,}".format(res["hosts"]), res["mode"],
+        "{:,.0f}".format(res.get("scraped_samples") or 0), group_s, missed_s, all_missed,
+        "%.0f MB" % (rss / 1e6) if rss else "?", named_s)
+    if res["mode"] == "new":
+        header += " localizer evaluation | evaluations a minute | failures |"
+        row += " %s | %s | %s |" % (fmt_range(res.get("localize_durations")),
+                                    "%.1f" % res["localize_per_minute"] if res.get("localize_per_minute") is not None else "?",
+                                    "%.0f" % res["localize_failures"] if res.get("localize_failures") is not None else "?")
+    lines += [header, "|" + "---|" * (header.count("|") - 1), row, ""]
+    worst = max(((n, d) for n, d in g.items() if d["iterations"]), key=lambda x: x[1]["missed"],
+                default=None)
+    lines.append("every rule group after the %d s warm-up (time of the evaluations that ended after "
+                 "it; iterations missed of scheduled; failures):" % args.warmup)
+    for n, d in sorted(g.items()):
+        lines.append("  %-24s %s; %d of %d missed; %d failed; %d evaluations ended in the %.0f s "
+                     "(%.0f due)" % (
+            n, fmt_range(d["durations"]) if d["timeline"] else "no evaluation finished",
+            d["missed"], d["iterations"], d["failures"], (d["durations"] or {}).get("n", 0),
+            args.duration - args.warmup, (args.duration - args.warmup) / (d["interval"] or 10)))
+    lines.append("  (a missed iteration is counted when the next one starts: one still running at "
+                 "the end has not added its own)")
+    lines.append("slowest rules (largest evaluationTime seen): " + "; ".join(
+        "%s %.2f s" % (n, v) for _, n, v in res["slowest_rules"][:5]))
+    lines.append("fault: %s (%d pairs cross it)%s; other IbfabricSuspect* alerts: %s" % (
+        res["fault"], res["pairs_crossing_fault"],
+        "; pending after %.0f s" % res["fault_pending_after"] if res["fault_pending_after"] is not None else "",
+        ", ".join("%s %s%s at %.0f s" % (o["alert"], o["node"], " port %s <-> %s port %s" % (
+            o["port"], o["remote"], o["remote_port"]) if o["remote"] else "", o["first"])
+            for o in res["other_suspects"]) or "none"))
+    lines.append("served series %s, head series at the end %s (records included), targets up %s, "
+                 "slowest scrape %.2f s" % ("{:,}".format(res["served_series"]),
+                                            "{:,.0f}".format(res["head_series"]) if res.get("head_series") else "?",
+                                            "%.0f%s" % (res.get("targets_up", 0), " (down: %s)" % ", ".join(
+                                                res["targets_down"][:5]) if res.get("targets_down") else ""),
+                                            res.get("scrape_duration_max") or 0))
+    lines.append("machine (%d cores, shared): %.0f %% busy after the warm-up; cores used: %s; "
+                 "load average %s -> %s; Prometheus VmHWM %.0f MB" % (
+                     res["nproc"], 100 * res["machine_busy_share"], cores,
+                     "/".join(res["loadavg_start"]), "/".join(res["loadavg_end"]),
+                     (res.get("prometheus_vmhwm") or 0) / 1e6))
+    if res["mode"] == "new":
+        lines.append("localizer: %s; its metrics: %s" % (res.get("localize_command"),
+                                                         ", ".join(res.get("localize_metric_names") or [])))
+        lines.append("its verdict on the faulty cable (ibfabric_localize_suspect, polled every 2 s; "
+                     "seconds after the fault): %s" % ("; ".join(
+                         "%s at %.0f s" % ("named" if on else "not named", t)
+                         for t, on in res.get("localize_naming") or []) or "never named"))
+    if loc_g:
+        lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
+            "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
+    if res["errors"]:
+        lines.append("poll errors: " + "; ".join(res["errors"][:5]))
+    print("\n".join(lines), flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--hosts", type=int, default=1024)
+    p.add_argument("--mode", choices=("old", "new"), default="old")
+    p.add_argument("--rules", default=os.path.join(REPO, "dashboards", "alerts", "ibfabric.rules.yml"))
+    p.add_argument("--localize", help="the ibfabric-localize binary (mode new)")
+    p.add_argument("--localize-arg", action="append", default=[],
+                   help="one more argument for ibfabric-localize (repeatable)")
+    p.add_argument("--localize-interval", default="10s")
+    p.add_argument("--localize-job", default="ibfabric-localize")
+    p.add_argument("--localize-metric-prefix", default="ibfabric_localize_")
+    p.add_argument("--duration", type=float, default=300, help="seconds from Prometheus's start")
+    p.add_argument("--fault-after", type=float, default=120)
+    p.add_argument("--warmup", type=float, default=60,
+                   help="seconds before the evaluation times and misses count")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--peers", type=int, default=3)
+    p.add_argument("--hosts-per-leaf", type=int, default=32)
+    p.add_argument("--spines", type=int, default=16)
+    p.add_argument("--fault-loss", type=float, default=0.02)
+    p.add_argument("--fault-link", help="leaf-NN:spine-MM (default: drawn from the seed)")
+    p.add_argument("--no-sweep", action="store_true", help="no switch port series on node-0001")
+    p.add_argument("--evaluation-interval", default="10s",
+                   help="Prometheus's global evaluation_interval (the localization group sets 10s)")
+    p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
+    p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
+    p.add_argument("--workdir", help="keep everything here (default: a temporary directory)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    p.add_argument("--json", help="write the results here")
+    p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--serve-port", type=int, default=0, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.serve:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (resource.getrlimit(resource.RLIMIT_NOFILE)[1],) * 2)
+        except (ValueError, OSError):
+            pass
+        signal.signal(signal.SIGTERM, lambda *_: os._exit(0))
+        serve(args)
+        return 0
+    if args.mode == "new" and not args.localize:
+        p.error("--mode new needs --localize BINARY")
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    res = run(args)
+    report(res, args)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
