@@ -7,12 +7,19 @@
 #                                         Prometheus the machine may already run
 #   IBFABRIC_DEMO_LOCALIZE_PORT=10920     port of ibfabric-localize (reads that Prometheus every
 #                                         10 s, serves its verdicts for the alerts)
+#   IBFABRIC_DEMO_ALERTMANAGER_PORT=19093 port of the demo's Alertmanager (the shipped
+#                                         deploy/alertmanager/alertmanager.yml, its pager and chat
+#                                         receivers pointed at a webhook logger)
+#   IBFABRIC_DEMO_WEBHOOK_PORT=19094      port of that logger, which writes every notification
+#                                         to notifications.log in the demo's directory
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 port=${IBFABRIC_DEMO_PORT:-10916}
 prom_port=${IBFABRIC_DEMO_PROMETHEUS_PORT:-19090}
 localize_port=${IBFABRIC_DEMO_LOCALIZE_PORT:-10920}
+am_port=${IBFABRIC_DEMO_ALERTMANAGER_PORT:-19093}
+webhook_port=${IBFABRIC_DEMO_WEBHOOK_PORT:-19094}
 
 scripts/install-deps.sh
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
@@ -94,9 +101,24 @@ for i in "${!nodes[@]}"; do
   scrape_targets+="${scrape_targets:+, }\"localhost:$node_port\""
 done
 
+# Notifications: the shipped Alertmanager configuration, unchanged but for its two placeholder
+# receivers (the pager and the chat), which go to a logger writing notifications.log.
+setsid python3 "$root/deploy/alertmanager/webhook_logger.py" --listen "127.0.0.1:$webhook_port" \
+  --file "$scratch/notifications.log" >webhook_logger.log 2>&1 &
+pids+=($!)
+touch "$scratch/notifications.log"
+sed -e "s|https://pager.invalid/ibfabric|http://127.0.0.1:$webhook_port/pager|" \
+    -e "s|https://chat.invalid/ibfabric|http://127.0.0.1:$webhook_port/chat|" \
+    "$root/deploy/alertmanager/alertmanager.yml" >alertmanager.yml
+setsid prometheus-alertmanager --config.file=alertmanager.yml --storage.path="$scratch/alertmanager" \
+  --web.listen-address=":$am_port" --cluster.listen-address= >alertmanager.log 2>&1 &
+pids+=($!)
+
 cat >prometheus.yml <<EOF
 global: {scrape_interval: 5s, evaluation_interval: 5s}
 rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml"]
+alerting:
+  alertmanagers: [{static_configs: [{targets: ["localhost:$am_port"]}]}]
 scrape_configs:
   - job_name: ibfabric
     static_configs: [{targets: [$scrape_targets]}]
@@ -120,17 +142,30 @@ demo: names come from config/demo/ib-node-name-map (leaf-1 is "leaf-a01 (rack A1
 demo: Prometheus with the shipped alert rules: http://localhost:$prom_port/alerts
 demo: ibfabric-localize names the culprit of probe loss and late probes from what that
       Prometheus holds, every 10 s: http://localhost:$localize_port/metrics (ibfabric_localize_suspect)
-demo: faults, written into ibsim's console (alerts fire within a few minutes):
+demo: Alertmanager with the shipped deploy/alertmanager/alertmanager.yml: http://localhost:$am_port
+      (critical pages the "pager" receiver, warning goes to "chat", info notifies no one; a named
+      culprit silences the symptoms it explains). Both receivers write to a file; read it with
+        tail -f $scratch/notifications.log
+      (warnings wait 2 minutes in their group before they are sent, pages 30 s: the shipped
+      group_wait, which gives the localizer time to name the culprit first)
+demo: faults, written into ibsim's console (alerts fire within a few minutes), and the
+      notification each gives:
         echo 'Unlink "leaf-1"[5]' > $scratch/ibsim.cmd    # an uplink: IbfabricSwitchPortDown, IbfabricLeafUplinksLost
+            # -> chat: IbfabricLeafUplinksLost (its uplinks' port-down pages are silenced)
         echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd
         echo 'PerformanceSet "leaf-1"[5] PortCounters.SymbolErrorCounter=1000' > $scratch/ibsim.cmd
+            # -> chat: IbfabricSwitchPortErrors (one group for the cable)
         echo 'Unlink "gpu-node-02 mlx5_0"[1]' > $scratch/ibsim.cmd    # a host's cable: IbfabricPortDown
+            # -> pager: IbfabricPortDown (the sweep's IbfabricSwitchPortDown of that cable silenced)
         echo 'Error "gpu-node-03 mlx5_0"[1] 2' > $scratch/ibsim.cmd   # 2 % of the packets into gpu-node-03 lost:
             # within a minute IbfabricSuspectLink names the cable "leaf-a02 (rack A2) port 1 <->
             # gpu-node-03 port 1", with both ends' counters (probe dashboard, "Where is it?")
+            # -> chat: IbfabricSuspectLink only (the port's error alerts silenced, its pairs'
+            #    IbfabricProbeLoss not fired)
         echo 'Error "gpu-node-03 mlx5_0"[1] 0' > $scratch/ibsim.cmd   # clears it (the alert stays 10 minutes)
 demo: a stalled host: pause gpu-node-02's daemon six times; the others' probes to it are answered
-      late, and IbfabricSuspectHost names gpu-node-02 (no cable):
+      late, and IbfabricSuspectHost names gpu-node-02 (no cable; -> chat: IbfabricSuspectHost,
+      not the RTT spikes of its pairs):
         for i in 1 2 3 4 5 6; do kill -STOP ${daemon_pids[1]}; sleep 0.4; kill -CONT ${daemon_pids[1]}; sleep 0.6; done
 demo: congestion: spine-1's port to leaf-2 waits 40 % of the time (ibsim has no traffic: its
       PortXmitWait is set to 5e7 ticks a second since the loop began, from the clock, so a busy
@@ -139,7 +174,12 @@ demo: congestion: spine-1's port to leaf-2 waits 40 % of the time (ibsim has no 
       "Congestion hot spots" row shows it within two minutes, at about a third,
       IbfabricCongestionHotSpot fires after ten more:
         t0=\$(date +%s%N); for i in \$(seq 2400); do echo "PerformanceSet \"spine-1\"[2] PortCounters.PortXmitWait=\$(( (\$(date +%s%N) - t0) / 20 % 4000000000 ))" > $scratch/ibsim.cmd; sleep 0.5; done
+      (-> chat: IbfabricCongestionHotSpot)
       a stuck receiver: echo 'PerformanceSet "leaf-2"[1] PortXmitDiscardDetails.PortSwHOQLifetimeLimitDiscards=40' > $scratch/ibsim.cmd
+            # -> chat: IbfabricStuckReceiver, once (the sweep's; gpu-node-03's daemon sees the
+            #    same port and does not fire)
+demo: RTT spikes no culprit explains (this machine busy with something else) are one info alert,
+      IbfabricProbeRttSpikes, on http://localhost:$prom_port/alerts: no notification
 demo: logs in $scratch; Ctrl-C stops the demo
 EOF
 wait "${daemon_pids[0]}"

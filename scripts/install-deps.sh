@@ -10,7 +10,7 @@ packages=(
   zlib1g-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   ibsim-utils opensm infiniband-diags
-  prometheus prometheus-node-exporter victoria-metrics systemd udev curl openssl apache2-utils wrk python3 procps iproute2
+  prometheus prometheus-node-exporter prometheus-alertmanager victoria-metrics systemd udev curl openssl apache2-utils wrk python3 procps iproute2
   dpkg-dev lintian man-db python3-yaml   # scripts/package.sh (dpkg-shlibdeps), its test, manifest checks
 )
 
@@ -25,6 +25,7 @@ if ((${#missing[@]})); then
   fi
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -q
-  # Debian's prometheus packages start services on install; nothing here relies on them.
+  # Debian's prometheus packages (prometheus-alertmanager too: binary prometheus-alertmanager,
+  # and amtool) start services on install where systemd runs; nothing here relies on them.
   apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi

@@ -1,0 +1,298 @@
+"""The shipped Alertmanager configuration (deploy/alertmanager/alertmanager.yml).
+
+1. `amtool check-config` accepts it, and `amtool config routes test` sends every alert of the
+   shipped rules to the receiver of its severity (critical: pager, warning: chat, info and no
+   severity: dashboards, which notifies no one); every alert name it refers to exists.
+2. A real Alertmanager (Debian's prometheus-alertmanager, one instance, no clustering) runs it,
+   with the receiver URLs pointed at a webhook of this test's own and group_wait/group_interval
+   shortened (tests/lib/alertmanager.py says exactly what is rewritten). For each fault, the
+   alerts the rules give (their labels as dashboards/alerts/ibfabric.rules.test.yml expects
+   them: the culprit and the symptoms that still fire) are posted as Prometheus posts them.
+   Each fault must give exactly one notification group per culprit, at the receiver of the
+   culprit's severity, carrying only the culprit; its symptoms must be held as inhibited. A
+   clean fabric on a loaded machine (only the job-wide info IbfabricProbeRttSpikes) notifies
+   no one.
+
+What the rules themselves keep quiet (the per-pair probe alerts of pairs a named culprit
+explains, the host daemon's IbfabricStuckReceiver where the sweep sees the port) is tested by
+promtool in ibfabric.rules.test.yml; here only what Alertmanager does.
+"""
+
+import os
+import re
+import subprocess
+import time
+import unittest
+
+from ibfabric_testlib import require_tools, source_dir
+
+RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
+CONFIG = os.path.join(source_dir(), "deploy", "alertmanager", "alertmanager.yml")
+RECEIVER = {"critical": "pager", "warning": "chat", "info": "dashboards"}
+
+
+def rule_severities():
+    """{alert name: severity} of the shipped rules."""
+    with open(RULES) as f:
+        text = f.read()
+    found = re.findall(r"^      - alert: (\w+)\n(?:        .*\n)*?          severity: (\w+)$", text,
+                       re.M)
+    return dict(found)
+
+
+@require_tools("amtool")
+class AmtoolTest(unittest.TestCase):
+    def amtool(self, *args):
+        return subprocess.run(["amtool", *args], capture_output=True, text=True, timeout=60)
+
+    def test_check_config(self):
+        out = self.amtool("check-config", CONFIG)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("SUCCESS", out.stdout)
+        self.assertRegex(out.stdout, r"- [1-9]\d* inhibit rules")
+
+    def route_test(self, receiver, labels):
+        return self.amtool("config", "routes", "test", "--config.file=" + CONFIG,
+                           "--verify.receivers=" + receiver,
+                           *["%s=%s" % kv for kv in labels.items()])
+
+    def test_every_rule_routes_by_its_severity(self):
+        severities = rule_severities()
+        self.assertGreater(len(severities), 30, "the rules' parser found too few alerts")
+        self.assertEqual(set(severities.values()), {"critical", "warning", "info"})
+        for name, severity in sorted(severities.items()):
+            with self.subTest(alert=name):
+                out = self.route_test(RECEIVER[severity], {"alertname": name, "severity": severity})
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+
+    def test_routes_table(self):
+        cable = "0x0002c90300000002:1:0x0002c90300c00003:1"
+        cases = [
+            ("pager", {"alertname": "IbfabricPortDown", "severity": "critical", "cable": cable}),
+            ("pager", {"alertname": "IbfabricSwitchPortDown", "severity": "critical",
+                       "cable": cable, "cable_end": "a"}),
+            ("pager", {"alertname": "IbfabricDaemonDown", "severity": "critical",
+                       "job": "ibfabric", "instance": "n1:10916"}),
+            ("chat", {"alertname": "IbfabricSuspectLink", "severity": "warning", "cable": cable}),
+            ("chat", {"alertname": "IbfabricSuspectHost", "severity": "warning",
+                      "node_guid": "0x0002c90300c00002"}),
+            ("chat", {"alertname": "IbfabricSuspectCongestion", "severity": "warning"}),
+            ("chat", {"alertname": "IbfabricReceiveErrors", "severity": "warning", "cable": cable}),
+            ("dashboards", {"alertname": "IbfabricProbeRttSpikes", "severity": "info",
+                            "job": "ibfabric"}),
+            ("dashboards", {"alertname": "IbfabricCongestion", "severity": "info"}),
+            ("dashboards", {"alertname": "SomethingElse"}),  # no severity: nobody notified
+        ]
+        for receiver, labels in cases:
+            with self.subTest(labels=labels):
+                out = self.route_test(receiver, labels)
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        # The check can fail: a warning is not routed to the pager.
+        out = self.route_test("pager", {"alertname": "IbfabricSuspectLink", "severity": "warning"})
+        self.assertNotEqual(out.returncode, 0, out.stdout)
+
+    def test_alert_names_it_refers_to_exist(self):
+        with open(CONFIG) as f:
+            text = f.read()
+        names = set(re.findall(r"\b(Ibfabric\w+)", text))
+        self.assertGreater(len(names), 10)
+        self.assertEqual(sorted(names - set(rule_severities())), [])
+
+
+# Labels as the rules give them (dashboards/alerts/ibfabric.rules.yml), on the demo's fabric.
+LEAF2 = "0x0002c90300000002"
+SPINE1 = "0x0002c90300000009"
+GPU1, GPU2, GPU3 = "0x0002c90300c00001", "0x0002c90300c00002", "0x0002c90300c00003"
+GPU3_CABLE = "%s:1:%s:1" % (LEAF2, GPU3)
+GPU2_CABLE = "0x0002c90300000001:2:%s:1" % GPU2
+
+
+def host_port_alert(name, severity, instance, cable, side="local", node_name="gpu-node-03",
+                    peer_node_name="leaf-a02 (rack A2)", peer_port="1"):
+    return {"alertname": name, "severity": severity, "job": "ibfabric", "instance": instance,
+            "device": "mlx5_0", "port": "1", "side": side, "node_name": node_name,
+            "peer_node_name": peer_node_name, "peer_port": peer_port, "cable": cable}
+
+
+def switch_port_alert(name, severity, node_guid, port, cable, cable_end, remote_node_type,
+                      leaf=None, node_name="leaf-a02 (rack A2)", remote_node_name="gpu-node-03"):
+    labels = {"alertname": name, "severity": severity, "job": "ibfabric",
+              "instance": "localhost:10916", "node_guid": node_guid, "port": port,
+              "node_name": node_name, "remote_node_name": remote_node_name, "remote_port": "1",
+              "remote_node_type": remote_node_type, "cable": cable, "cable_end": cable_end}
+    if leaf:
+        labels["leaf"] = leaf
+    return labels
+
+
+def suspect_link(cable_a, port_a, cable_b, port_b, name_a, name_b):
+    return {"alertname": "IbfabricSuspectLink", "severity": "warning", "node_guid": cable_a,
+            "port": port_a, "node_name": name_a, "remote_node_guid": cable_b,
+            "remote_port": port_b, "remote_node_name": name_b,
+            "cable": "%s:%s:%s:%s" % (cable_a, port_a, cable_b, port_b)}
+
+
+LOADED_MACHINE = {"alertname": "IbfabricProbeRttSpikes", "severity": "info", "job": "ibfabric"}
+
+# name -> (alerts posted, {receiver: [alert names of each notification group]}, inhibited)
+SCENARIOS = {
+    # The demo's 2 % drops into gpu-node-03: the cable is named; gpu-node-03's own daemon counts
+    # receive errors at its port, the sweep errors at the leaf's end; the probe loss of its
+    # pairs does not fire (ibfabric:probe_pair_explained).
+    "lossy host cable": (
+        [suspect_link(LEAF2, "1", GPU3, "1", "leaf-a02 (rack A2)", "gpu-node-03"),
+         host_port_alert("IbfabricReceiveErrors", "warning", "localhost:10918", GPU3_CABLE),
+         host_port_alert("IbfabricSymbolErrors", "warning", "localhost:10918", GPU3_CABLE,
+                         side="peer"),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", LEAF2, "1", GPU3_CABLE, "a",
+                           "CA")],
+        {"chat": [{"IbfabricSuspectLink"}]},
+        {"IbfabricReceiveErrors", "IbfabricSymbolErrors", "IbfabricSwitchPortErrors"}),
+    # A cable between a leaf and a spine, errors counted at both ends by the sweep.
+    "lossy switch cable": (
+        [suspect_link(LEAF2, "3", SPINE1, "2", "leaf-a02 (rack A2)", "spine-1"),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", LEAF2, "3",
+                           "%s:3:%s:2" % (LEAF2, SPINE1), "a", "switch", leaf=LEAF2),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", SPINE1, "2",
+                           "%s:3:%s:2" % (LEAF2, SPINE1), "b", "switch", leaf=LEAF2,
+                           node_name="spine-1", remote_node_name="leaf-a02 (rack A2)")],
+        {"chat": [{"IbfabricSuspectLink"}]},
+        {"IbfabricSwitchPortErrors"}),
+    # The demo's stalled gpu-node-02: the host is named; the spikes of its pairs do not fire,
+    # the job-wide spikes alert (info) may, for pairs nothing explains.
+    "stalled host": (
+        [{"alertname": "IbfabricSuspectHost", "severity": "warning", "node_guid": GPU2,
+          "node_name": "gpu-node-02"}, LOADED_MACHINE],
+        {"chat": [{"IbfabricSuspectHost"}]},
+        set()),
+    # The demo's HOQ discards on leaf-2 port 1: the sweep's alert (the host daemon's does not
+    # fire; were both there, one cable, one group).
+    "stuck receiver": (
+        [{"alertname": "IbfabricStuckReceiver", "severity": "warning", "node_guid": LEAF2,
+          "port": "1", "node_name": "leaf-2", "remote_node_guid": GPU3, "remote_port": "1",
+          "remote_node_name": "gpu-node-03", "tier": "host_downlink", "cable": GPU3_CABLE},
+         {"alertname": "IbfabricStuckReceiver", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10918", "device": "mlx5_0", "port": "1", "node_name": "gpu-node-03",
+          "peer_node_name": "leaf-2", "peer_port": "1", "cable": GPU3_CABLE}],
+        {"chat": [{"IbfabricStuckReceiver"}]},
+        set()),
+    # The demo's congestion: one hot spot (warning); the hosts' own congestion is info.
+    "congestion": (
+        [{"alertname": "IbfabricCongestionHotSpot", "severity": "warning", "node_guid": SPINE1,
+          "port": "2", "node_name": "spine-1", "remote_node_guid": LEAF2, "remote_port": "3",
+          "remote_node_name": "leaf-2", "tier": "spine", "role": "root", "unit": "share"},
+         {"alertname": "IbfabricCongestion", "severity": "info", "job": "ibfabric",
+          "instance": "localhost:10918", "device": "mlx5_0", "port": "1", "side": "peer"}],
+        {"chat": [{"IbfabricCongestionHotSpot"}]},
+        set()),
+    # A host's cable down: the host's IbfabricPortDown pages; the sweep's view of the same cable
+    # and the errors of the link going down are silenced.
+    "host cable down": (
+        [host_port_alert("IbfabricPortDown", "critical", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2"),
+         switch_port_alert("IbfabricSwitchPortDown", "critical", "0x0002c90300000001", "2",
+                           GPU2_CABLE, "a", "CA", node_name="leaf-a01 (rack A1)",
+                           remote_node_name="gpu-node-02"),
+         host_port_alert("IbfabricLinkDowned", "warning", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2"),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", "0x0002c90300000001", "2",
+                           GPU2_CABLE, "a", "CA", node_name="leaf-a01 (rack A1)",
+                           remote_node_name="gpu-node-02")],
+        {"pager": [{"IbfabricPortDown"}]},
+        {"IbfabricSwitchPortDown", "IbfabricLinkDowned", "IbfabricSwitchPortErrors"}),
+    # A leaf loses two uplinks (both ends of each swept) while one of its ports to a host goes
+    # down too: the uplinks are one warning; the host's port still pages.
+    "leaf uplinks lost": (
+        [{"alertname": "IbfabricLeafUplinksLost", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10916", "node_guid": LEAF2, "node_name": "leaf-a02 (rack A2)",
+          "leaf": LEAF2}]
+        + [switch_port_alert("IbfabricSwitchPortDown", "critical", guid, port, cable, end,
+                             "switch", leaf=LEAF2)
+           for guid, port, cable, end in [
+               (LEAF2, "3", "%s:3:%s:2" % (LEAF2, SPINE1), "a"),
+               (SPINE1, "2", "%s:3:%s:2" % (LEAF2, SPINE1), "b"),
+               ("0x0002c90300000008", "2", "0x0002c90300000008:2:%s:4" % LEAF2, "a"),
+               (LEAF2, "4", "0x0002c90300000008:2:%s:4" % LEAF2, "b")]]
+        + [switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF2, "1", GPU3_CABLE, "a",
+                             "CA")],
+        {"pager": [{"IbfabricSwitchPortDown"}], "chat": [{"IbfabricLeafUplinksLost"}]},
+        {"IbfabricSwitchPortDown"}),
+    # A daemon that cannot be scraped: one page, not its collectors' alerts too.
+    "daemon down": (
+        [{"alertname": "IbfabricDaemonDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10917"},
+         {"alertname": "IbfabricCollectorFailing", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "collector": "ports"},
+         {"alertname": "IbfabricCollectorStuck", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "collector": "sysfs"}],
+        {"pager": [{"IbfabricDaemonDown"}]},
+        {"IbfabricCollectorFailing", "IbfabricCollectorStuck"}),
+    # Nothing at fault, the machine loaded: only the job-wide spikes alert, which is info.
+    "clean loaded machine": ([LOADED_MACHINE], {}, set()),
+    # Nothing named yet, a flaky host cable counting errors at both ends: one group (the cable).
+    "flaky cable, nothing named": (
+        [host_port_alert("IbfabricSymbolErrors", "warning", "localhost:10918", GPU3_CABLE),
+         host_port_alert("IbfabricSymbolErrors", "warning", "localhost:10918", GPU3_CABLE,
+                         side="peer"),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", LEAF2, "1", GPU3_CABLE, "a",
+                           "CA")],
+        {"chat": [{"IbfabricSymbolErrors", "IbfabricSwitchPortErrors"}]},
+        set()),
+}
+
+# Shortened in the test's copy (tests/lib/alertmanager.py): group_wait 1s, group_interval 2s.
+SETTLE_SECONDS = 6
+
+
+@require_tools("prometheus-alertmanager", "amtool")
+class RealAlertmanagerTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        from alertmanager import WebhookReceiver
+        cls.webhook = WebhookReceiver()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.webhook.close()
+
+    def run_scenario(self, alerts):
+        """Posts the alerts to a fresh Alertmanager, waits for the groups to settle, returns
+        ({receiver: {groupKey: set of firing alert names}}, Alertmanager's alerts)."""
+        from alertmanager import Alertmanager, config_for_test
+        before = len(self.webhook.received())
+        am = Alertmanager(config_for_test(self.webhook))
+        try:
+            out = subprocess.run(["amtool", "check-config", am.config], capture_output=True,
+                                 text=True, timeout=60)
+            self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+            am.post_alerts(alerts)
+            time.sleep(SETTLE_SECONDS)
+            held = am.alerts()
+        finally:
+            am.close()
+        groups = {}
+        for n in self.webhook.received()[before:]:
+            receiver = n["path"].strip("/")
+            self.assertEqual(n["receiver"], receiver)
+            names = groups.setdefault(receiver, {}).setdefault(n["groupKey"], set())
+            names.update(a["labels"]["alertname"] for a in n["alerts"] if a["status"] == "firing")
+        return groups, held
+
+    def test_scenarios(self):
+        for name, (alerts, expected, inhibited) in SCENARIOS.items():
+            with self.subTest(scenario=name):
+                groups, held = self.run_scenario(alerts)
+                got = {receiver: sorted(sorted(g) for g in by_key.values())
+                       for receiver, by_key in groups.items()}
+                want = {receiver: sorted(sorted(g) for g in gs) for receiver, gs in expected.items()}
+                self.assertEqual(got, want, "notification groups per receiver")
+                self.assertEqual(len(held), len(alerts), "Alertmanager holds every alert posted")
+                suppressed = {a["labels"]["alertname"] for a in held
+                              if a["status"]["inhibitedBy"]}
+                self.assertEqual(suppressed, inhibited, "alerts held as inhibited")
+
+
+if __name__ == "__main__":
+    unittest.main()
