@@ -441,7 +441,14 @@ class Evaluator {
           r.failure += (r.failure.empty() ? "" : "; ") + error + " (" + queries + ")";
         }
       } else if (r.evidence_age < 0) {
-        r.failure = "no probe sample (ibfabric_probe_node_info) in the store";
+        // No daemon probes (yet): nothing to name, which is no failure of the localizer
+        // (IbfabricDaemonAbsent covers daemons gone from the store).
+        if (!no_evidence_logged_) {
+          spdlog::info(
+              "msg=\"no probe evidence in the store (ibfabric_probe_node_info): nothing "
+              "to localize\"");
+          no_evidence_logged_ = true;
+        }
       } else if (r.evidence_age >
                  std::chrono::duration<double>(options_.max_evidence_age).count()) {
         r.failure = "the newest probe sample is " +
@@ -481,7 +488,7 @@ class Evaluator {
       // Once when it starts, and when what fails changes (which queries, or stale evidence).
       std::string what;
       for (const auto& [query, error] : r.reading.errors) what += query + " ";
-      if (what.empty()) what = r.evidence_age < 0 ? "no evidence" : "stale";
+      if (what.empty()) what = "stale";
       if (what != last_failure_) spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
       last_failure_ = what;
       return;
@@ -518,6 +525,7 @@ class Evaluator {
   std::thread thread_;
   std::string last_failure_;
   bool after_gap_ = false;
+  bool no_evidence_logged_ = false;
   std::set<std::string> named_;
 };
 

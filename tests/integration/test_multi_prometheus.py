@@ -40,6 +40,7 @@ from ibfabric_testlib import fixture, free_port, require_tools, source_dir
 from promserver import PromServer
 from shipped import NO_DATA_HERE, RULES, dashboard_queries, rule_exprs, shortened_rules
 from simfabric import SIM_TOOLS, SimFabric
+from promserver import Localizer
 from victoriametrics import (FakeAlertmanager, VictoriaMetrics, VmAlert, flags_from_default_file,
                              flags_from_unit)
 
@@ -110,16 +111,27 @@ class MultiPrometheusTest(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="ibfabric-multiprom-")
         cls.fabric = SimFabric(TOPOLOGY, name="multiprom", sm_host=SM_NODE)
         cls.daemons, cls.proms = [], []
-        cls.vm = cls.vmalert = cls.alertmanager = None
+        cls.vm = cls.vmalert = cls.alertmanager = cls.localizer = None
         try:
             cls.fabric.start()
             cls.fabric.wait_ready(hosts=[d[0] for d in DAEMONS])
             cls.switches = parse_ibnetdiscover(
                 cls.fabric.run_tool(["ibnetdiscover"], host=DAEMONS[0][0]).stdout)
             cls.start_daemons()
+            # ibfabric-localize reads the global store (docs/scaling.md), and VictoriaMetrics
+            # scrapes it itself here: its verdicts must be where vmalert reads the rules' input.
+            localizer_port = free_port()
+            scrape = os.path.join(cls.tmp.name, "vm-scrape.yml")
+            with open(scrape, "w") as f:
+                f.write("scrape_configs:\n  - job_name: ibfabric-localize\n"
+                        "    scrape_interval: 1s\n"
+                        "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % localizer_port)
             cls.vm = VictoriaMetrics(flags_from_default_file(VM_DEFAULT),
-                                     add=["-search.latencyOffset=1s"])
+                                     add=["-search.latencyOffset=1s",
+                                          "-promscrape.config=" + scrape])
             cls.vm.start()
+            cls.localizer = Localizer(cls.vm.url(""), localizer_port)
+            cls.localizer.start()
             cls.start_prometheus()
             cls.vm.wait_for(lambda: len(cls.vm.query('up{job="ibfabric"} == 1')) == len(DAEMONS),
                             60, "every target's up in VictoriaMetrics")
@@ -191,7 +203,7 @@ class MultiPrometheusTest(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for server in [cls.vmalert] + cls.proms + [cls.vm]:
+        for server in [cls.localizer, cls.vmalert] + cls.proms + [cls.vm]:
             if server:
                 server.close()
         if cls.alertmanager:
@@ -303,6 +315,11 @@ class MultiPrometheusTest(unittest.TestCase):
                 self.assertEqual(r["lastError"], "")
                 self.assertEqual(r["health"], "ok")
                 self.assertFalse(r["lastEvaluation"].startswith("0001-"), r)
+        # ibfabric-localize reads VictoriaMetrics as it reads Prometheus: it evaluates (its
+        # series, scraped by VictoriaMetrics, say so) and names nothing on a healthy fabric.
+        self.vm.wait_for(lambda: self.vm.query('ibfabric_localize_up == 1'), 30,
+                         "the localizer evaluating against VictoriaMetrics")
+        self.assertEqual(self.vm.query("ibfabric_localize_suspect"), [])
         firing = self.vmalert.firing()
         for name in LOAD_NOISE:
             firing.pop(name, None)

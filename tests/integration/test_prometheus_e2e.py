@@ -27,7 +27,7 @@ import unittest
 
 from ibfabric_testlib import (Daemon, find_samples, fixture, free_port, ibfabricd_path,
                               parse_exposition, promtool_check_metrics, source_dir)
-from promserver import PromServer
+from promserver import Localizer, PromServer
 from shipped import NO_DATA_HERE, dashboard_queries, shortened_rules
 from simfabric import SimFabric
 
@@ -64,7 +64,7 @@ class PrometheusEndToEnd(unittest.TestCase):
         cls.tmp = tempfile.TemporaryDirectory(prefix="ibfabric-e2e-")
         cls.fabric = SimFabric(TOPOLOGY, name="prom", sm_host=SM_NODE, sm_priority=10)
         cls.daemons = []
-        cls.prom = None
+        cls.prom = cls.localizer = None
         try:
             cls.fabric.start()
             # A standby SM that polls the master every second and takes over after two misses
@@ -112,9 +112,16 @@ class PrometheusEndToEnd(unittest.TestCase):
             # the fixture trees with its sysfs collector only, so that the RoCE/EFA dashboard's
             # queries have series (flat ones: the fixtures do not change).
             rdma = cls.start_rdma_nic_daemon()
+            # ibfabric-localize beside it, as a deployment runs one (its verdicts are what the
+            # localization alerts read; without one IbfabricLocalizerAbsent fires).
+            localizer_port, prom_port = free_port(), free_port()
             cls.prom = PromServer(list(cls.instances.values()) + [rdma],
-                                  rule_files=[shortened_rules(cls.tmp.name, SHORT_FOR)])
+                                  rule_files=[shortened_rules(cls.tmp.name, SHORT_FOR)],
+                                  port=prom_port, extra_jobs={
+                                      "ibfabric-localize": ["127.0.0.1:%d" % localizer_port]})
             cls.prom.start()
+            cls.localizer = Localizer(cls.prom.url(""), localizer_port)
+            cls.localizer.start()
             cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES) + 1, 30,
                               "the three daemons scraped")
         except BaseException:
@@ -145,6 +152,8 @@ class PrometheusEndToEnd(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
+        if cls.localizer:
+            cls.localizer.close()
         if cls.prom:
             cls.prom.close()
         for d in cls.daemons:
