@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace ibfabric::fabric {
@@ -84,8 +85,57 @@ void SweepRun::begin() {
   for (const auto& family : *kept_.labels.info) out_.add_family(family);
   out_.adopt(kept_.labels.arena);
   launch([this] {
+    // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
+    // the SA's table when there is an SA to ask.
+    if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
+      ask_port_info_records();
+      return;
+    }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
   });
+}
+
+void SweepRun::ask_port_info_records() {
+  mad::Request req;
+  req.to = mad::Destination::to_lid(topology_->sm_lid);
+  req.mgmt_class = mad::kSubnAdm;
+  req.method = IB_MAD_METHOD_GET_TABLE;
+  req.attr_id = IB_SA_ATTR_PORTINFORECORD;
+  // No component mask: every port's record. The answer is as large as the table (RMPP).
+  FanOut::ask(std::move(req), 0, [this](const mad::Response& r) {
+    auto lid = topology_->sm_lid;
+    kept_.note_result(
+        "sweep", "port_info_record", [lid] { return "sa lid " + std::to_string(lid); }, r);
+    if (r.ok()) use_port_info_records(r);
+    for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
+  });
+}
+
+void SweepRun::use_port_info_records(const mad::Response& r) {
+  sa_at_ = Clock::now();
+  std::unordered_map<std::uint16_t, std::size_t> by_lid;
+  for (std::size_t i = 0; i < switches_.size(); ++i) {
+    if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
+  }
+  sa_info_.resize(switches_.size());
+  for (const auto& rec : mad::decode_port_info_records(r.mad.data(), r.mad.size())) {
+    auto it = by_lid.find(rec.lid);
+    if (it == by_lid.end()) continue;
+    auto& ports = sa_info_[it->second];
+    auto n = static_cast<std::size_t>(std::max(0, switches_[it->second].node->num_ports));
+    if (rec.port < 1 || static_cast<std::size_t>(rec.port) > n) continue;
+    // The SM keeps no width and speed of a port whose link is not up (opensm's record reads 0),
+    // where the port's SMA answers what it last trained at: such a port is asked by SMP, so
+    // that the exposition does not depend on where its PortInfo came from.
+    if (rec.info.phys_state != kPhysLinkUp) continue;
+    if (ports.size() < n) ports.resize(n);
+    ports[static_cast<std::size_t>(rec.port) - 1] = rec.info;
+  }
+}
+
+const mad::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
+  if (i >= sa_info_.size() || idx >= sa_info_[i].size() || !sa_info_[i][idx]) return nullptr;
+  return &*sa_info_[i][idx];
 }
 
 void SweepRun::start_next_switch() {
@@ -124,6 +174,8 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
   emit_switch(out_, sw, now, ports_ok_, ports_failed_, ports_stale_);
   if (keep) remember(sw, now);
   std::vector<PortResult>().swap(sw.ports);
+  auto i = static_cast<std::size_t>(&sw - switches_.data());
+  if (i < sa_info_.size()) std::vector<std::optional<mad::PortInfo>>().swap(sa_info_[i]);
 }
 
 void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
@@ -222,6 +274,9 @@ void SweepRun::ask_ports(std::size_t i) {
       sw.ports[idx].port_info = sw.node->port_info[idx];
       sw.ports[idx].port_info_at = Clock::now();
       sw.answered = true;  // to this collection's discovery
+    } else if (const auto* record = sa_record(i, idx)) {
+      sw.ports[idx].port_info = *record;
+      sw.ports[idx].port_info_at = sa_at_;
     } else {
       ask(
           i, "port_info",

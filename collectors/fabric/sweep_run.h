@@ -1,11 +1,13 @@
 #pragma once
 // One sweep of the `fabric` collector over the shard's switches: ClassPortInfo once per switch
-// (cached until the next discovery), then PortInfo, PortCounters and/or PortCountersExtended of
+// (cached until the next discovery); every port's PortInfo from the SA's PortInfoRecord table
+// (one GetTable per sweep; from the discovery itself right after one), by an SMP of its own
+// only where the table has no record of it; then PortCounters and/or PortCountersExtended of
 // every port (and the optional attributes when on: error details, PortVLXmitWaitCounters), all
 // by LID, kSwitchesInFlight switches at a time and at most about kQueriesPerSwitch queries of
-// one switch out (docs/design.md, "Memory of the fabric sweep"). Builds the collection's result
-// switch by switch; a port's lost parts are taken from the last values the collector keeps
-// (keep_unread), and what it read is kept for the next.
+// one switch out (docs/design.md, "What each sweep asks" and "Memory of the fabric sweep").
+// Builds the collection's result switch by switch; a port's lost parts are taken from the last
+// values the collector keeps (keep_unread), and what it read is kept for the next.
 
 #include "collectors/collector.h"
 #include "collectors/fabric/across_runs.h"
@@ -95,6 +97,15 @@ class SweepRun : public mad::FanOut {
   // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
   void start_next_switch();
 
+  // The SA's PortInfoRecord table (one GetTable to the SM's LID), then the switches. A record of
+  // a swept switch's port whose link is up is that port's PortInfo in this sweep; where there is
+  // none (the SA failed, left the port out, sent a table cut short, or the link is not up) the
+  // port's own SMP is asked.
+  void ask_port_info_records();
+  void use_port_info_records(const mad::Response& r);
+  // The SA's record of port index `idx` of switch `i` in this sweep, if any.
+  const mad::PortInfo* sa_record(std::size_t i, std::size_t idx) const;
+
   // A switch whose queries have all settled goes into the result now and its answers are
   // freed, so that a sweep holds the raw answers of the switches in flight only. Not before
   // some switch of the sweep answered: a sweep that got nothing back takes nothing from the
@@ -149,6 +160,10 @@ class SweepRun : public mad::FanOut {
   std::string discovery_error_;
   CompressInfo compress_info_;
   std::vector<SwitchResult> switches_;
+  // Per switch (switches_ order), per port (port - 1): the SA's PortInfoRecord of this sweep;
+  // a switch's are freed when it is emitted.
+  std::vector<std::vector<std::optional<mad::PortInfo>>> sa_info_;
+  TimePoint sa_at_;                     // when the SA answered
   std::vector<int> pending_;            // queries of each switch not settled yet
   std::size_t next_switch_ = 0;         // the first switch not started
   bool any_answered_ = false;           // some query of this sweep was answered
