@@ -86,10 +86,9 @@ void SweepRun::begin() {
   out_.adopt(kept_.labels.arena);
   launch([this] {
     // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
-    // the SA's table when there is an SA to ask.
+    // the SA's table when there is an SA to ask. The switches' counters are asked meanwhile.
     if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
       ask_port_info_records();
-      return;
     }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
   });
@@ -102,12 +101,24 @@ void SweepRun::ask_port_info_records() {
   req.method = IB_MAD_METHOD_GET_TABLE;
   req.attr_id = IB_SA_ATTR_PORTINFORECORD;
   // No component mask: every port's record. The answer is as large as the table (RMPP).
+  sa_pending_ = true;
   FanOut::ask(std::move(req), 0, [this](const mad::Response& r) {
     auto lid = topology_->sm_lid;
     kept_.note_result(
         "sweep", "port_info_record", [lid] { return "sa lid " + std::to_string(lid); }, r);
     if (r.ok()) use_port_info_records(r);
-    for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
+    sa_pending_ = false;
+    // The switches started meanwhile: the PortInfo of the ports they have asked so far, then
+    // what the table held them back from.
+    for (auto i : std::exchange(sa_waiting_, {})) {
+      for (std::size_t idx = 0; idx < switches_[i].next_port; ++idx) port_info(i, idx);
+      --pending_[i];
+      ask_ports(i);
+      if (pending_[i] == 0) {
+        finish_switch(i);
+        start_next_switch();
+      }
+    }
   });
 }
 
@@ -131,6 +142,25 @@ void SweepRun::use_port_info_records(const mad::Response& r) {
     if (ports.size() < n) ports.resize(n);
     ports[static_cast<std::size_t>(rec.port) - 1] = rec.info;
   }
+}
+
+void SweepRun::port_info(std::size_t i, std::size_t idx) {
+  auto& sw = switches_[i];
+  if (const auto* record = sa_record(i, idx)) {
+    sw.ports[idx].port_info = *record;
+    sw.ports[idx].port_info_at = sa_at_;
+    return;
+  }
+  auto port = [this, i, idx]() -> PortResult& { return switches_[i].ports[idx]; };
+  ask(
+      i, "port_info",
+      mad::Request::smp_get(mad::Destination::to_lid(sw.node->lid), IB_ATTR_PORT_INFO,
+                            static_cast<std::uint32_t>(idx + 1)),
+      [port](const mad::Response& r) {
+        port().port_info = mad::decode_port_info(r.data());
+        port().port_info_at = Clock::now();
+      },
+      [port](const mad::Response&) { port().failed = port().lost_info = true; });
 }
 
 const mad::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
@@ -228,6 +258,11 @@ void SweepRun::query_switch(std::size_t i) {
     for (auto& p : sw.ports) p.lose_all(kept_.optional.size());
     return;
   }
+  if (sa_pending_) {
+    // Not finished before the SA's table is in: its ports' PortInfo waits for it.
+    ++pending_[i];
+    sa_waiting_.push_back(i);
+  }
   if (auto it = kept_.pma_caps.find(sw.node->guid); it != kept_.pma_caps.end()) {
     sw.caps = it->second;
     query_ports(i);
@@ -274,20 +309,9 @@ void SweepRun::ask_ports(std::size_t i) {
       sw.ports[idx].port_info = sw.node->port_info[idx];
       sw.ports[idx].port_info_at = Clock::now();
       sw.answered = true;  // to this collection's discovery
-    } else if (const auto* record = sa_record(i, idx)) {
-      sw.ports[idx].port_info = *record;
-      sw.ports[idx].port_info_at = sa_at_;
-    } else {
-      ask(
-          i, "port_info",
-          mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
-                                static_cast<std::uint32_t>(p)),
-          [port](const mad::Response& r) {
-            port().port_info = mad::decode_port_info(r.data());
-            port().port_info_at = Clock::now();
-          },
-          [port](const mad::Response&) { port().failed = port().lost_info = true; });
-    }
+    } else if (!sa_pending_) {
+      port_info(i, idx);
+    }  // else when the SA's table is in (ask_port_info_records)
     if (mad::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));

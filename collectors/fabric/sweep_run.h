@@ -97,12 +97,15 @@ class SweepRun : public mad::FanOut {
   // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
   void start_next_switch();
 
-  // The SA's PortInfoRecord table (one GetTable to the SM's LID), then the switches. A record of
-  // a swept switch's port whose link is up is that port's PortInfo in this sweep; where there is
-  // none (the SA failed, left the port out, sent a table cut short, or the link is not up) the
-  // port's own SMP is asked.
+  // The SA's PortInfoRecord table (one GetTable to the SM's LID), asked as the sweep starts; the
+  // switches' counters are asked meanwhile, and a switch started before the table is in is not
+  // finished until it is. A record of a swept switch's port whose link is up is that port's
+  // PortInfo in this sweep; where there is none (the SA failed, left the port out, sent a table
+  // cut short, or the link is not up) the port's own SMP is asked.
   void ask_port_info_records();
   void use_port_info_records(const mad::Response& r);
+  // Port index `idx` of switch `i`: its PortInfo from the SA's record, else by its own SMP.
+  void port_info(std::size_t i, std::size_t idx);
   // The SA's record of port index `idx` of switch `i` in this sweep, if any.
   const mad::PortInfo* sa_record(std::size_t i, std::size_t idx) const;
 
@@ -163,11 +166,13 @@ class SweepRun : public mad::FanOut {
   // Per switch (switches_ order), per port (port - 1): the SA's PortInfoRecord of this sweep;
   // a switch's are freed when it is emitted.
   std::vector<std::vector<std::optional<mad::PortInfo>>> sa_info_;
-  TimePoint sa_at_;                     // when the SA answered
-  std::vector<int> pending_;            // queries of each switch not settled yet
-  std::size_t next_switch_ = 0;         // the first switch not started
-  bool any_answered_ = false;           // some query of this sweep was answered
-  std::vector<std::size_t> held_back_;  // finished before any answer
+  TimePoint sa_at_;                      // when the SA answered
+  bool sa_pending_ = false;              // the SA's table is asked and not in yet
+  std::vector<std::size_t> sa_waiting_;  // switches started meanwhile
+  std::vector<int> pending_;             // queries of each switch not settled yet
+  std::size_t next_switch_ = 0;          // the first switch not started
+  bool any_answered_ = false;            // some query of this sweep was answered
+  std::vector<std::size_t> held_back_;   // finished before any answer
   // The result, built switch by switch as each one's queries settle.
   MetricsBuilder out_;
   int switches_answered_ = 0, ports_ok_ = 0, ports_failed_ = 0, ports_stale_ = 0;
