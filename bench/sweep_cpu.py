@@ -111,6 +111,8 @@ def main():
                    help="RMPP for SA tables on the simulator (bench/sa_rmpp) in every process")
     p.add_argument("--build", default=os.path.join(ROOT, "build"), help="for --sa-rmpp")
     a = p.parse_args()
+    if a.client:
+        a.client = os.path.abspath(a.client)  # it runs in the fabric's scratch directory
     with make_fabric(fattree(), "sweepcpu", a.build, a.sa_rmpp) as f:
         f.wait_ready(hosts=[HOST])
         config = os.path.join(f.workdir, "steady.yaml")
