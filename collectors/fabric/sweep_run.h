@@ -17,6 +17,7 @@
 #include "mad/engine.h"
 #include "mad/fan_out.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -90,6 +91,8 @@ class SweepRun : public mad::FanOut {
   // query costs about 1 KiB (request, callbacks, timer): 16 switches of 36 ports held 1,152
   // of them.
   static constexpr int kQueriesPerSwitch = 12;
+  // The SA's PortInfoRecord table is asked once, with this long to answer (ask_port_info_records).
+  static constexpr std::chrono::milliseconds kTableTimeout{2000};
 
  private:
   void begin();
