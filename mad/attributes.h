@@ -80,10 +80,12 @@ struct PortInfoRecord {
   PortInfo info;
 };
 constexpr std::size_t kPortInfoRecordSize = 72;
-// The records of an SA GetTableResp as the engine returns it (the whole MAD buffer; an
-// RMPP-reassembled table is as long as its records). Only whole records are read: a table cut
-// short (the simulator's shim carries no RMPP: its first segment only) gives those it holds.
-std::vector<PortInfoRecord> decode_port_info_records(const std::uint8_t* mad, std::size_t size);
+// Calls `each` with every record of an SA GetTableResp as the engine returns it (the whole MAD
+// buffer; an RMPP-reassembled table is as long as its records), decoded one at a time (a table
+// of 50,000 ports is not held decoded). Only whole records are read: a table cut short (the
+// simulator's shim carries no RMPP: its first segment only) gives those it holds.
+void for_each_port_info_record(const std::uint8_t* mad, std::size_t size,
+                               const std::function<void(const PortInfoRecord&)>& each);
 
 struct NodeInfo {
   std::uint64_t guid = 0;

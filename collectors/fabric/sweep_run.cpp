@@ -134,19 +134,19 @@ void SweepRun::use_port_info_records(const mad::Response& r) {
     if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
   }
   sa_info_.resize(switches_.size());
-  for (const auto& rec : mad::decode_port_info_records(r.mad.data(), r.mad.size())) {
+  mad::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const mad::PortInfoRecord& rec) {
     auto it = by_lid.find(rec.lid);
-    if (it == by_lid.end()) continue;
+    if (it == by_lid.end()) return;
     auto& ports = sa_info_[it->second];
     auto n = static_cast<std::size_t>(std::max(0, switches_[it->second].node->num_ports));
-    if (rec.port < 1 || static_cast<std::size_t>(rec.port) > n) continue;
+    if (rec.port < 1 || static_cast<std::size_t>(rec.port) > n) return;
     // The SM keeps no width and speed of a port whose link is not up (opensm's record reads 0),
     // where the port's SMA answers what it last trained at: such a port is asked by SMP, so
     // that the exposition does not depend on where its PortInfo came from.
-    if (rec.info.phys_state != kPhysLinkUp) continue;
+    if (rec.info.phys_state != kPhysLinkUp) return;
     if (ports.size() < n) ports.resize(n);
     ports[static_cast<std::size_t>(rec.port) - 1] = rec.info;
-  }
+  });
 }
 
 void SweepRun::port_info(std::size_t i, std::size_t idx) {
