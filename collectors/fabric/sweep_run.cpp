@@ -107,11 +107,13 @@ void SweepRun::ask_port_info_records() {
   req.timeout = kTableTimeout;
   req.retries = 0;
   sa_pending_ = true;
-  FanOut::ask(std::move(req), 0, [this](const mad::Response& r) {
+  FanOut::ask(std::move(req), 0, [this, asked = Clock::now()](const mad::Response& r) {
     auto lid = topology_->sm_lid;
     kept_.note_result(
         "sweep", "port_info_record", [lid] { return "sa lid " + std::to_string(lid); }, r);
-    if (r.ok()) use_port_info_records(r);
+    std::size_t used = r.ok() ? use_port_info_records(r) : 0;
+    spdlog::debug("fabric: port info records sa_lid={} result={} octets={} used={} seconds={:.3f}",
+                  lid, mad::to_string(r.status), r.mad.size(), used, seconds_since(asked));
     sa_pending_ = false;
     // The switches started meanwhile: the PortInfo of the ports they have asked so far, then
     // what the table held them back from.
@@ -127,8 +129,9 @@ void SweepRun::ask_port_info_records() {
   });
 }
 
-void SweepRun::use_port_info_records(const mad::Response& r) {
+std::size_t SweepRun::use_port_info_records(const mad::Response& r) {
   sa_at_ = Clock::now();
+  std::size_t used = 0;
   std::unordered_map<std::uint16_t, std::size_t> by_lid;
   for (std::size_t i = 0; i < switches_.size(); ++i) {
     if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
@@ -146,7 +149,9 @@ void SweepRun::use_port_info_records(const mad::Response& r) {
     if (rec.info.phys_state != kPhysLinkUp) return;
     if (ports.size() < n) ports.resize(n);
     ports[static_cast<std::size_t>(rec.port) - 1] = rec.info;
+    ++used;
   });
+  return used;
 }
 
 void SweepRun::port_info(std::size_t i, std::size_t idx) {

@@ -106,7 +106,8 @@ class SweepRun : public mad::FanOut {
   // PortInfo in this sweep; where there is none (the SA failed, left the port out, sent a table
   // cut short, or the link is not up) the port's own SMP is asked.
   void ask_port_info_records();
-  void use_port_info_records(const mad::Response& r);
+  // Keeps the records of swept switches' ports whose link is up; returns how many.
+  std::size_t use_port_info_records(const mad::Response& r);
   // Port index `idx` of switch `i`: its PortInfo from the SA's record, else by its own SMP.
   void port_info(std::size_t i, std::size_t idx);
   // The SA's record of port index `idx` of switch `i` in this sweep, if any.
