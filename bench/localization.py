@@ -7,7 +7,8 @@ every host runs an ibfabricd that probes peers over MAD (collector `probe`, the 
 where its probes go (`paths`, every 10 s) and reads its own port (`ports`); the first one also
 sweeps the switches (`fabric`). A real Prometheus (Debian's) scrapes them every 5 s and
 evaluates `dashboards/alerts/ibfabric.rules.yml` of this tree (or `--rules`) exactly as
-shipped, every 5 s. Each scenario gets a fresh Prometheus (a new TSDB), a clean warm-up
+shipped, every 5 s; ibfabric-localize (`--localize`, its defaults: every 10 s, a minute of
+evidence) reads that Prometheus and is scraped by it; the alerts fire on its verdicts. Each scenario gets a fresh Prometheus (a new TSDB), a clean warm-up
 (`--warmup`), then its fault(s) for `--duration` seconds, while /api/v1/alerts is polled every
 second. `IbfabricSuspectLink` (a cable, by both ends), `IbfabricSuspectHost` (a host; not
 required to exist in the rules) and `IbfabricSuspectCongestion` (a port; no scenario congests
@@ -18,12 +19,14 @@ Scenarios (drawn from `--seed`, printed; `--seed N --only ID` replays one):
   leaf_up         `Error "<leaf>"[<uplink>] P`: packets from a spine into a leaf
   spine           `Error "<spine>"[<port>] P`: packets from a leaf into a spine
   stall           six 0.4 s SIGSTOP/SIGCONT pauses of one host's daemon, 1 s apart
+  local           a daemon failing locally: four 1.5 s pauses (past the probe timeout: its own
+                  probes in flight time out, its loop counts the stalls), 1 s apart
   two_drops       two of the drops above on different cables
   drop_and_stall  one drop and one stall of a host whose cable it is not
   clean           nothing
 with P from {1, 2, 3, 5, 10, 30}; fault specs 0 to 6 take the kinds in the order host, leaf_up,
-stall, clean, spine, two_drops, drop_and_stall (so that 14 scenarios cover each kind under both
-probing modes), later ones any kind. Every fault spec runs twice: under a full mesh (every host probes every
+stall, clean, spine, two_drops, drop_and_stall, local (so that 16 scenarios cover each kind under
+both probing modes), later ones any kind. Every fault spec runs twice: under a full mesh (every host probes every
 other) and under sparse probing (every host probes 2 or 3 peers drawn from the seed, as each
 node would at 10,000 nodes). Full-mesh scenarios run first on one fabric, then the sparse
 ones on another (the daemons are kept between the scenarios of one probing mode).
@@ -76,18 +79,21 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from gen_fattree import fattree, hca_name, leaf_name, spine_name  # noqa: E402
 from ibfabric_testlib import find_samples, free_port  # noqa: E402
-from promserver import PromServer  # noqa: E402
+from promserver import Localizer, PromServer  # noqa: E402
 from simfabric import SHIM, SimFabric  # noqa: E402
 
 NAMING = ("IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
-# A pair with lost or late probes in the last minute (the rules' own per-pair records).
+# A pair with lost or late probes in the last minute (what the localizer reads).
 FAULTY_PAIRS = ("group by (job, instance, peer, transport) "
-                "(ibfabric:probe_pair_lost:1m > 0 or ibfabric:probe_pair_late:1m > 0)")
+                "(increase(ibfabric_probe_lost_total[1m]) > 0 "
+                "or increase(ibfabric_probe_spikes_total[1m]) > 0)")
 RATES = (1, 2, 3, 5, 10, 30)
-KINDS = ("host", "leaf_up", "stall", "clean", "spine", "two_drops", "drop_and_stall")
+KINDS = ("host", "leaf_up", "stall", "clean", "spine", "two_drops", "drop_and_stall", "local")
 DROPS = ("host", "leaf_up", "spine")
 MODES = ("full", "sparse")
 STALL_PAUSES, STALL_PAUSE_S, STALL_GAP_S = 6, 0.4, 0.6
+LOCAL_PAUSES, LOCAL_PAUSE_S, LOCAL_GAP_S = 4, 1.5, 1.0
+HOST_FAULTS = ("stall", "local")  # a host's own: the culprit is the host
 
 
 def say(*args):
@@ -245,8 +251,8 @@ def fault_spec(seed, index, topo):
     kind = KINDS[index] if index < len(KINDS) else rng.choice(KINDS)
     if kind in DROPS:
         faults = [draw_drop(rng, topo, kind)]
-    elif kind == "stall":
-        faults = [draw_stall(rng, topo)]
+    elif kind in HOST_FAULTS:
+        faults = [dict(draw_stall(rng, topo), kind=kind)]
     elif kind == "two_drops":
         first = draw_drop(rng, topo, rng.choice(DROPS))
         faults = [first, draw_drop(rng, topo, rng.choice(DROPS), avoid=(first["culprit"],))]
@@ -274,6 +280,8 @@ def catalog(seed, count, topo):
 def describe(fault):
     if fault["kind"] == "stall":
         return "stall of %s" % fault["host"]
+    if fault["kind"] == "local":
+        return "%s's daemon failing locally (1.5 s pauses)" % fault["host"]
     return '%d %% into "%s"[%d] (packets from "%s"[%d])' % (
         fault["rate"], fault["node"], fault["port"], fault["from"][0], fault["from"][1])
 
@@ -462,27 +470,30 @@ def noise(prom, seconds):
             "faulty_pairs": len(prom.query(FAULTY_PAIRS))}
 
 
-def stall(daemon, stop_event):
-    """Six short pauses of one daemon: its peers' probes wait, and so do its own answers."""
-    for _ in range(STALL_PAUSES):
+def stall(daemon, stop_event, kind="stall"):
+    """Short pauses of one daemon: its peers' probes wait, and so do its own answers; a local
+    failure's pauses outlast the probe timeout, so its own probes in flight are lost too."""
+    pauses, pause, gap = ((STALL_PAUSES, STALL_PAUSE_S, STALL_GAP_S) if kind == "stall"
+                          else (LOCAL_PAUSES, LOCAL_PAUSE_S, LOCAL_GAP_S))
+    for _ in range(pauses):
         if stop_event.is_set():
             break
         daemon.signal(signal.SIGSTOP)
         try:
-            time.sleep(STALL_PAUSE_S)
+            time.sleep(pause)
         finally:
             daemon.signal(signal.SIGCONT)
-        time.sleep(STALL_GAP_S)
+        time.sleep(gap)
 
 
-def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
+def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s, localize):
     topo = rig.topo
     instances = {"127.0.0.1:%d" % d.port: h for h, d in rig.daemons.items()}
     pairs = [(p, q) for p in topo.hosts for q in rig.targets[p]]
     links, hosts = evidence(rig.routes, pairs)
     culprits = []
     for f in faults:
-        if f["kind"] == "stall":
+        if f["kind"] in HOST_FAULTS:
             touched = hosts.get(f["host"], set())
         else:
             touched = set()
@@ -496,7 +507,12 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
         "%s [%s, %d pairs]" % (describe(c["fault"]), c["class"], c["pairs"]) for c in culprits)
         or "clean fabric"))
     namer = Namer(topo, rig.guids, instances)
-    prom = PromServer(targets=sorted(instances), rule_files=[rules], interval="5s")
+    localizer_port, prom_port = free_port(), free_port()
+    prom = PromServer(targets=sorted(instances), rule_files=[rules], interval="5s",
+                      port=prom_port,
+                      extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % localizer_port]})
+    localizer = Localizer("http://127.0.0.1:%d" % prom_port, localizer_port, interval="10s", window="1m",
+                          query_timeout="8s", binary=localize)
     named = {}  # entity -> {"first": s from injection, "last": ..., "alert": name}
     pending = {}  # entity -> s from injection when first seen pending
     first_faulty = [None]  # s from injection when some pair was first recorded faulty
@@ -507,6 +523,7 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
     t0 = None
     try:
         prom.start()
+        localizer.start()
         start = time.monotonic()
 
         def poll(until):
@@ -556,9 +573,9 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
         warm = noise(prom, warmup) if warmup else None
         t0 = time.monotonic()
         for f in faults:
-            if f["kind"] == "stall":
+            if f["kind"] in HOST_FAULTS:
                 stall_thread = threading.Thread(target=stall, args=(
-                    rig.daemons[f["host"]], stop_event), daemon=True)
+                    rig.daemons[f["host"]], stop_event, f["kind"]), daemon=True)
                 stall_thread.start()
             else:
                 rig.fabric.command('Error "%s"[%d] %d' % (f["node"], f["port"], f["rate"]),
@@ -577,8 +594,9 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s):
         if stall_thread is not None:
             stall_thread.join(timeout=10)
         for f in faults:
-            if f["kind"] != "stall":
+            if f["kind"] not in HOST_FAULTS:
                 rig.fabric.command('Error "%s"[%d] 0' % (f["node"], f["port"]), settle=0)
+        localizer.close()
         prom.close()
 
     result = score({"id": sid, "kind": kind, "mode": mode, "pairs": len(pairs),
@@ -661,7 +679,7 @@ def summarize(results, duration):
     times = {}
     for c in culprits:
         f = c["fault"]
-        key = f["kind"] if f["kind"] == "stall" else "%s %d %%" % (f["kind"], f["rate"])
+        key = f["kind"] if f["kind"] in HOST_FAULTS else "%s %d %%" % (f["kind"], f["rate"])
         t = times.setdefault(key, {"n": 0, "times": [], "twin_times": [], "pending": []})
         t["n"] += 1
         if c["pending"] is not None:
@@ -783,14 +801,18 @@ def main():
     ap.add_argument("--rules", default=os.path.join(ROOT, "dashboards", "alerts",
                                                      "ibfabric.rules.yml"))
     ap.add_argument("--binary", default=os.path.join(ROOT, "build", "daemon", "ibfabricd"))
+    ap.add_argument("--localize", default=os.path.join(ROOT, "build", "daemon",
+                                                        "ibfabric-localize"))
     ap.add_argument("--json", default=None, help="write the results here")
     ap.add_argument("--keep-logs", action="store_true",
                     help="keep the daemons' logs (their RTT spike lines say when and where)")
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     binary, rules = os.path.abspath(a.binary), os.path.abspath(a.rules)
-    if not os.path.exists(binary):
-        sys.exit("missing %s: build first (or --binary)" % binary)
+    localize = os.path.abspath(a.localize)
+    for path, flag in ((binary, "--binary"), (localize, "--localize")):
+        if not os.path.exists(path):
+            sys.exit("missing %s: build first (or %s)" % (path, flag))
     for tool in ("ibsim", "opensm", "ibtracert", "prometheus", "promtool"):
         if not any(os.access(os.path.join(p, tool), os.X_OK)
                    for p in os.environ.get("PATH", "").split(os.pathsep)):
@@ -858,7 +880,7 @@ def main():
                         % (time.monotonic() - t, rig.path_diffs))
                 results.append(run_scenario(rig, sid, kind, m, faults, rules,
                                             0 if a.clean_hour else a.warmup, out["duration"],
-                                            a.poll))
+                                            a.poll, localize))
             if rig is not None:
                 rig.close(keep_logs=a.keep_logs)
                 rig = None

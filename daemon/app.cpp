@@ -117,7 +117,30 @@ DaemonConfig App::load_config() const {
       collector.enabled = it->second;
     }
   }
+  follow_mad_probes_with_paths(config, options_.collector_enabled);
   return config;
+}
+
+void follow_mad_probes_with_paths(DaemonConfig& config, const std::map<std::string, bool>& flags) {
+  CollectorConfig* probe = nullptr;
+  CollectorConfig* paths = nullptr;
+  for (auto& c : config.collectors) {
+    if (c.name == "probe") probe = &c;
+    if (c.name == "paths") paths = &c;
+  }
+  if (!probe || !paths || !probe->enabled || paths->section.has("enabled") ||
+      flags.count("paths")) {
+    return;
+  }
+  const YAML::Node& node = probe->section.node();
+  bool over_mad = node["discover"] && node["discover"].IsScalar() &&
+                  node["discover"].as<std::string>() == "true";
+  if (const YAML::Node& targets = node["targets"]; targets && targets.IsSequence()) {
+    for (const auto& t : targets) {
+      if (t.IsMap() && !t["address"]) over_mad = true;  // {lid}, {guid} or {name}: a MAD target
+    }
+  }
+  paths->enabled = over_mad;
 }
 
 WebConfig App::load_web(const DaemonConfig& config) {

@@ -22,6 +22,11 @@
 
 namespace ibfabric {
 
+// Paths follow MAD probing: whoever probes peers over MAD (a {lid}, {guid} or {name} target,
+// or `discover: true`) gets their paths traced and their peers named, which localization needs,
+// unless the config (`paths: {enabled: ...}`) or a flag (`--[no-]collector.paths`) decides.
+void follow_mad_probes_with_paths(DaemonConfig& config, const std::map<std::string, bool>& flags);
+
 class App {
  public:
   explicit App(Options options);

@@ -726,29 +726,30 @@ def probes():
 
 
 def suspects_table():
-    """One row per named suspect (a cable by both ends' names, or a host), with its evidence in
-    the last minute, from the recording rules of the localization group."""
-    named = "and on (candidate) ibfabric:suspect:1m"
-    columns = [("ibfabric:candidate_lossy:1m or ibfabric:host_late:1m or "
-                "ibfabric:congestion_suspect:1m", "pairs explained"),
-               ("ibfabric:candidate_probes_lost:1m", "probes lost"),
-               ("ibfabric:candidate_loss_ratio:1m", "loss ratio"),
-               ("ibfabric:candidate_probes_late:1m", "late probes"),
-               ("ibfabric:candidate_congested:5m", "waiting (share, or ticks per word)")]
-    targets = []
-    for n, (record, legend) in enumerate(columns):
-        expr = ("max by (display, kind) (ibfabric:candidate_display * on (candidate) group_left "
-                "() max by (candidate) ((%s) %s))" % (record, named))
-        targets.append(target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table"))
+    """One row per culprit ibfabric-localize names (a cable by both ends, a host, or a congested
+    port), with its evidence over the last minute."""
+    def by_suspect(expr):
+        return ('max by (kind, suspect) (label_join(%s, "suspect", " ", "node_name", "port", '
+                '"remote_node_name", "remote_port"))' % expr)
+    probes = 'ibfabric_localize_suspect_probes{what="%s"}'
+    columns = [(by_suspect("ibfabric_localize_suspect"), "pairs explained"),
+               (by_suspect(probes % "lost"), "probes lost"),
+               ("%s / (%s > 0)" % (by_suspect(probes % "lost"), by_suspect(probes % "sent")),
+                "loss ratio"),
+               (by_suspect(probes % "late"), "late probes"),
+               ('max by (kind, suspect, cause, equally_suspect) (label_join('
+                'ibfabric_localize_suspect_info, "suspect", " ", "node_name", "port", '
+                '"remote_node_name", "remote_port"))', "named")]
+    targets = [target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table")
+               for n, (expr, legend) in enumerate(columns)]
     return table("Suspects",
-                 "What IbfabricSuspectLink, IbfabricSuspectHost and IbfabricSuspectCongestion "
-                 "name (recording rules of ibfabric.rules.yml, group ibfabric-localization), over "
-                 "the last minute: a cable direction (kind link: lossy, or congested at its "
-                 "sending port) or a host (kind host: as a whole; responder: the probes to it; "
-                 "prober: its own probes), the probe pairs it explains, the probes lost across it "
-                 "and their share, the late probes of its pairs, and how much the sending port of "
-                 "a congested link waited over 5 minutes. "
-                 "Cluster-wide: not filtered by instance or peer.", "none", *targets)
+                 "What ibfabric-localize names (IbfabricSuspectLink, IbfabricSuspectHost, "
+                 "IbfabricSuspectCongestion fire on it) over the last minute: a cable by both "
+                 "ends (kind cable), a host (kind host) or a congested sending port (kind "
+                 "congestion, to the port after it), the probe pairs it explains, the probes lost "
+                 "and late of its pairs, its cause, and what the probes cannot tell it from "
+                 "(equally_suspect). Cluster-wide: not filtered by instance or peer.", "none",
+                 *targets)
 
 
 VF_KEY = "job, instance, pf, vf, pci_address"

@@ -24,10 +24,10 @@ const char* kind_name(Kind kind);
 // One component a verdict names.
 struct Suspect {
   Kind kind = Kind::cable;
-  CableId cable = 0;              // cable, congestion
-  std::vector<bool> directions;   // cable: which directions lose ({a_to_b, b_to_a} order)
-  bool a_to_b = true;             // congestion: the direction it sends into
-  HostId host = 0;                // host, responder, prober
+  CableId cable = 0;             // cable, congestion
+  std::vector<bool> directions;  // cable: which directions lose ({a_to_b, b_to_a} order)
+  bool a_to_b = true;            // congestion: the direction it sends into
+  HostId host = 0;               // host, responder, prober
   auto operator<=>(const Suspect&) const = default;
 };
 
@@ -36,18 +36,22 @@ struct Verdict {
   // rest are the components the probes cannot tell it apart from (same pairs, as likely), and
   // no evidence of their own decides between them.
   std::vector<Suspect> suspects;
-  std::string cause;              // "loss", "late", "congestion"
-  std::vector<std::uint32_t> pairs;  // the pairs it explains (indexes into Evidence::pairs)
+  std::string cause;                    // "loss", "late", "congestion"
+  std::vector<std::uint32_t> pairs;     // the pairs it explains (indexes into Evidence::pairs)
   double sent = 0, lost = 0, late = 0;  // over the pairs it explains
-  double rate = 0;                // its own loss rate (loss), late share (late, congestion)
-  std::vector<HostId> blast_radius;  // hosts whose probed paths cross it (or the host itself)
-  std::string why;                // one sentence: why this and not the others
+  double rate = 0;                      // its own loss rate (loss), late share (late, congestion)
+  std::vector<HostId> blast_radius;     // hosts whose probed paths cross it (or the host itself)
+  std::string why;                      // one sentence: why this and not the others
 };
 
 struct Options {
   // Loss: a culprit explains at least this many lost probes, at more than this rate.
   double min_lost = 4;
   double min_loss_rate = 0.005;
+  // ... and its fit, the log-likelihood ratio of its pairs' loss with it dropping at its rate
+  // against without (beside the culprits named before it), is at least this: e^10, about
+  // 22,000 to 1, so that the thousands of candidates of a large fabric name no chance run.
+  double min_gain = 10;
   // A pair contradicts a candidate when, had the candidate dropped its share of the pair's
   // probes, losing as few as it did had a chance under this (one-sided binomial test); all of
   // its pairs that lost less than their share, together, likewise (chi-square of their

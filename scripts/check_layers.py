@@ -3,6 +3,8 @@
 
     daemon/               anything below
     exporters/prometheus/ core, config
+    query/                localize (the evidence it reads)
+    localize/             nothing: pure code
     collectors/<name>/    the collector interface (collectors/*.h), mad, core, config; never
                           another collector
     collectors/*          the interface: mad, core, config (registry.cpp: every collector)
@@ -30,7 +32,9 @@ BELOW = {
     "mad": {"core", "config"},
     "collectors": {"mad", "core", "config"},
     "exporters": {"core", "config"},
-    "daemon": {"collectors", "exporters", "mad", "core", "config"},
+    "localize": set(),
+    "query": {"localize"},
+    "daemon": {"collectors", "exporters", "localize", "query", "mad", "core", "config"},
 }
 # Generated headers (the build's generated/ directory) and who may include them.
 GENERATED = {"ibfabric/version.h": {"exporters", "daemon"}}

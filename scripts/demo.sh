@@ -5,15 +5,18 @@
 #   IBFABRIC_DEMO_PROMETHEUS_PORT=19090   port of the demo's Prometheus (scrapes the daemon every
 #                                         5s with the shipped alert rules); 9090 is left to a
 #                                         Prometheus the machine may already run
+#   IBFABRIC_DEMO_LOCALIZE_PORT=10920     port of ibfabric-localize (reads that Prometheus every
+#                                         10 s, serves its verdicts for the alerts)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 port=${IBFABRIC_DEMO_PORT:-10916}
 prom_port=${IBFABRIC_DEMO_PROMETHEUS_PORT:-19090}
+localize_port=${IBFABRIC_DEMO_LOCALIZE_PORT:-10920}
 
 scripts/install-deps.sh
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-cmake --build "$root/build" -j "$(nproc)" --target ibfabricd
+cmake --build "$root/build" -j "$(nproc)" --target ibfabricd ibfabric-localize
 
 shim=/usr/lib/x86_64-linux-gnu/umad2sim/libumad2sim.so
 scratch=$(mktemp -d /tmp/ibfabric-demo.XXXXXX)
@@ -97,9 +100,16 @@ rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml"]
 scrape_configs:
   - job_name: ibfabric
     static_configs: [{targets: [$scrape_targets]}]
+  - job_name: ibfabric-localize
+    static_configs: [{targets: ["localhost:$localize_port"]}]
 EOF
 setsid prometheus --config.file=prometheus.yml --storage.tsdb.path="$scratch/prometheus" \
   --web.listen-address=":$prom_port" >prometheus.log 2>&1 &
+pids+=($!)
+# The localizer: one per cluster, reading the evidence from the store the daemons are scraped
+# into; the alerts fire on its verdicts (docs/design.md, "Who is to blame").
+setsid "$root/build/daemon/ibfabric-localize" --prometheus.url="http://localhost:$prom_port" \
+  --web.listen-address=":$localize_port" >localize.log 2>&1 &
 pids+=($!)
 
 cat <<EOF
@@ -108,6 +118,8 @@ demo: ibfabricd on ${nodes[*]} of the simulated fabric:
         http://localhost:$((port + 1))/metrics ... http://localhost:$((port + 3))/metrics
 demo: names come from config/demo/ib-node-name-map (leaf-1 is "leaf-a01 (rack A1)")
 demo: Prometheus with the shipped alert rules: http://localhost:$prom_port/alerts
+demo: ibfabric-localize names the culprit of probe loss and late probes from what that
+      Prometheus holds, every 10 s: http://localhost:$localize_port/metrics (ibfabric_localize_suspect)
 demo: faults, written into ibsim's console (alerts fire within a few minutes):
         echo 'Unlink "leaf-1"[5]' > $scratch/ibsim.cmd    # an uplink: IbfabricSwitchPortDown, IbfabricLeafUplinksLost
         echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd

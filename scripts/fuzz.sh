@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-20}
-targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode netlink"}
+targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode netlink prometheus_json"}
 build=${IBFABRIC_FUZZ_BUILD:-$root/build-fuzz}
 
 echo "== fuzz build (clang, libFuzzer + ASan + UBSan) in $build"

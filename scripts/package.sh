@@ -15,11 +15,11 @@ binary=$build/daemon/ibfabricd
 
 fail() { echo "package.sh: $*" >&2; exit 1; }
 
-if [[ ! -x $binary ]]; then
-  echo "== no $binary: building it"
+if [[ ! -x $binary || ! -x $build/daemon/ibfabric-localize ]]; then
+  echo "== no $binary or ibfabric-localize beside it: building them"
   scripts/install-deps.sh
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
-  cmake --build "$build" --target ibfabricd
+  cmake --build "$build" --target ibfabricd ibfabric-localize
 fi
 for tool in cmake cpack dpkg-shlibdeps dpkg-deb strip gzip; do
   command -v "$tool" >/dev/null || fail "$tool not found: run scripts/install-deps.sh"
@@ -35,6 +35,8 @@ version=$(sed -n 's/^project(ibfabric VERSION \([0-9.]*\) .*/\1/p' "$root/CMakeL
 [[ -n $version ]] || fail "no project(ibfabric VERSION ...) in CMakeLists.txt"
 "$binary" --version | grep -q "^ibfabricd $version " ||
   fail "$binary reports '$("$binary" --version)', not version $version: rebuild $build"
+"$build/daemon/ibfabric-localize" --version | grep -q "^ibfabric-localize $version " ||
+  fail "$build/daemon/ibfabric-localize is not version $version: rebuild $build"
 
 pkgdir=$build/deb
 echo "== packaging $binary (version $version) in $pkgdir"

@@ -280,6 +280,17 @@ void Prober::fill(MetricsBuilder& out, CollectResult& result) {
                 static_cast<double>(s.received()));
     out.counter("ibfabric_probe_lost_total", "Probes without a reply within the timeout.", l,
                 static_cast<double>(s.lost()));
+    if (peer->mad) {
+      const char* failed_help =
+          "MAD probes that failed at this daemon, by reason: port_error (its port broke under "
+          "them), mad_status (the answer carried a MAD status). Not counted in sent or lost.";
+      for (auto [reason, n] : {std::pair{"port_error", peer->port_errors},
+                               std::pair{"mad_status", peer->mad_statuses}}) {
+        Labels f = l;
+        f.emplace_back("reason", reason);
+        out.counter("ibfabric_probe_failed_total", failed_help, f, static_cast<double>(n));
+      }
+    }
     out.counter("ibfabric_probe_spikes_total",
                 "Probes whose RTT exceeded spike_multiplier x the peer's rolling baseline "
                 "median and the absolute spike_floor.",
@@ -592,10 +603,16 @@ void Prober::send_mad(const PeerPtr& peer) {
         break;
       }
       case mad::Status::timeout:
-      case mad::Status::mad_status:
-      case mad::Status::port_error:
         peer->stats.add_sent();
         peer->stats.add_lost();
+        break;
+      // This daemon's own failures, not the network's (localization reads them as evidence
+      // about this host): never counted as sent or lost.
+      case mad::Status::port_error:
+        ++peer->port_errors;
+        break;
+      case mad::Status::mad_status:
+        ++peer->mad_statuses;
         break;
       default:
         // Never sent (no port, queue full): not a probe of the peer, but said in the

@@ -109,6 +109,9 @@ class Prober : public std::enable_shared_from_this<Prober> {
     std::uint32_t next_sequence = 1;
     std::map<std::uint32_t, Clock::time_point> pending;  // UDP: sequence -> sent at
     bool scheduled = false;
+    // MAD probes that failed here, not in the network: the port broke under them, or the
+    // answer carried a MAD status. Neither sent nor lost: evidence about this host.
+    std::uint64_t port_errors = 0, mad_statuses = 0;
   };
   using PeerPtr = std::shared_ptr<Peer>;
 

@@ -23,6 +23,7 @@ K8S = os.path.join(source_dir(), "deploy", "kubernetes")
 CONTAINERFILE = os.path.join(source_dir(), "deploy", "container", "Containerfile")
 RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
 NAMESPACE = "ibfabric"
+LOCALIZE = "localize"  # ibfabric-localize's manifests, a kustomization of their own
 CLUSTER_SCOPED = {"Namespace"}
 
 
@@ -57,7 +58,13 @@ class ManifestsTest(unittest.TestCase):
 
     def test_kustomization_lists_every_manifest(self):
         listed = self.by_kind["Kustomization"]["resources"]
-        self.assertEqual(sorted(listed), [f for f in self.files if f != "kustomization.yaml"])
+        self.assertEqual(sorted(r for r in listed if r != LOCALIZE),
+                         [f for f in self.files if f != "kustomization.yaml"])
+        self.assertIn(LOCALIZE, listed)
+        with open(os.path.join(K8S, LOCALIZE, "kustomization.yaml")) as f:
+            local = yaml.safe_load(f)["resources"]
+        self.assertEqual(sorted(local), sorted(f for f in os.listdir(os.path.join(K8S, LOCALIZE))
+                                               if f.endswith(".yaml") and f != "kustomization.yaml"))
 
     def test_required_fields(self):
         for name, doc in self.docs.items():
@@ -195,6 +202,57 @@ class ManifestsTest(unittest.TestCase):
         self.assertIn(f"EXPOSE {self.container['ports'][0]['containerPort']}", text)
         user = re.search(r"(?m)^USER (\d+):(\d+)$", text)
         self.assertEqual(int(user.group(1)), self.pod["securityContext"]["runAsUser"])
+
+
+class LocalizerManifestsTest(unittest.TestCase):
+    """ibfabric-localize: a Deployment of two replicas running the image's ibfabric-localize,
+    unprivileged and read-only, probed on the port it serves, scraped through its Service."""
+
+    def setUp(self):
+        def load_local(name):
+            with open(os.path.join(K8S, LOCALIZE, name)) as f:
+                return yaml.safe_load(f)
+        self.deploy = load_local("deployment.yaml")
+        self.svc = load_local("service.yaml")
+        self.sm = load_local("servicemonitor.yaml")
+
+    def test_deployment(self):
+        d = self.deploy
+        self.assertEqual((d["apiVersion"], d["kind"]), ("apps/v1", "Deployment"))
+        self.assertEqual(d["metadata"]["namespace"], NAMESPACE)
+        self.assertEqual(d["spec"]["replicas"], 2)
+        labels = d["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(selects(d["spec"]["selector"]["matchLabels"], labels))
+        pod = d["spec"]["template"]["spec"]
+        self.assertIs(pod["securityContext"]["runAsNonRoot"], True)
+        (c,) = pod["containers"]
+        self.assertEqual(c["command"], ["/usr/bin/ibfabric-localize"])
+        self.assertTrue(c["image"].endswith("/ibfabricd:%s" % project_version()), c["image"])
+        sc = c["securityContext"]
+        self.assertIs(sc["readOnlyRootFilesystem"], True)
+        self.assertIs(sc["allowPrivilegeEscalation"], False)
+        self.assertEqual(sc["capabilities"]["drop"], ["ALL"])
+        listen = next(a for a in c["args"] if a.startswith("--web.listen-address="))
+        ports = {p["name"]: p["containerPort"] for p in c["ports"]}
+        self.assertEqual(ports["metrics"], int(listen.rsplit(":", 1)[1]))
+        self.assertEqual(c["livenessProbe"]["httpGet"]["path"], "/-/healthy")
+        self.assertEqual(c["readinessProbe"]["httpGet"]["path"], "/-/ready")
+        # The flags are the binary's: it rejects unknown ones.
+        self.assertTrue(any(a.startswith("--prometheus.url=") for a in c["args"]))
+        out = subprocess.run([os.environ["IBFABRIC_LOCALIZE"], "--help"], capture_output=True,
+                             text=True, timeout=30)
+        for arg in c["args"]:
+            self.assertIn(arg.split("=", 1)[0], out.stdout)
+
+    def test_service_and_servicemonitor_agree(self):
+        pod_labels = self.deploy["spec"]["template"]["metadata"]["labels"]
+        self.assertTrue(selects(self.svc["spec"]["selector"], pod_labels))
+        self.assertTrue(selects(self.sm["spec"]["selector"]["matchLabels"],
+                                self.svc["metadata"]["labels"]))
+        (port,) = self.svc["spec"]["ports"]
+        (c,) = self.deploy["spec"]["template"]["spec"]["containers"]
+        self.assertEqual(port["port"], c["ports"][0]["containerPort"])
+        self.assertEqual([e["port"] for e in self.sm["spec"]["endpoints"]], [port["name"]])
 
 
 class PrometheusRuleTest(unittest.TestCase):

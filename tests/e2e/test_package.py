@@ -147,6 +147,7 @@ class PackageTest(unittest.TestCase):
         self.assertTrue(installed())
         listed = set(run(["dpkg", "-L", PKG]).stdout.split())
         expected = {"/usr/bin/ibfabricd", UNIT, "/lib/udev/rules.d/90-ibfabric-umad.rules",
+                    "/usr/bin/ibfabric-localize", "/lib/systemd/system/ibfabric-localize.service",
                     "/lib/sysusers.d/ibfabric.conf", f"{SYSCONF}/ibfabricd.example.yaml",
                     f"{SYSCONF}/web-config.example.yml", "/usr/share/man/man8/ibfabricd.8.gz",
                     "/usr/share/ibfabric/alerts/ibfabric.rules.yml",
@@ -201,9 +202,11 @@ class PackageTest(unittest.TestCase):
         print(f"installed unit: systemd-analyze security exposure {score.group(1)}")
         self.assertLessEqual(float(score.group(1)), max_exposure(), security.stdout)
 
-        # --- the installed binary
+        # --- the installed binaries
         self.assertTrue(run(["/usr/bin/ibfabricd", "--version"]).stdout
                         .startswith(f"ibfabricd {version} "))
+        self.assertTrue(run(["/usr/bin/ibfabric-localize", "--version"]).stdout
+                        .startswith(f"ibfabric-localize {version} "))
         for config in (f"{SYSCONF}/ibfabricd.example.yaml", f"{SYSCONF}/ibfabricd.yaml"):
             check = run(["/usr/bin/ibfabricd", "--check-config", "--config", config])
             self.assertIn(f"{config}: ok", check.stdout + check.stderr)

@@ -1,15 +1,17 @@
-"""Localization end to end: from probe loss and late answers to the culprit, in a real Prometheus.
+"""Localization end to end: from probe loss and late answers to the culprit, through a real
+Prometheus and ibfabric-localize.
 
 A simulated two-level fat tree (ibsim + opensm under the umad shim, see ../shared/SIMULATOR.md)
 with an ibfabricd on every host: each probes every other over MAD (ibping's class) every 50 ms,
 answers their probes, traces the paths of its probes (`paths`), and reads its own port's counters
 (`ports`); the first also sweeps the switches (`fabric`). Debian's `prometheus` scrapes them
-every second with the shipped rules, time-shortened as in test_prometheus_e2e (windows divided
-by 60 but at least 15 s: 300 probes a pair, the group's evaluation every second, `for:` 3 s; expressions as
-shipped). Spike evidence is on (spike_floor 20 ms). The candidates are drawn at run time (the
-seed is printed) from the topology and from `ibtracert`, never from the daemon's own series;
-while each fault lasts, every cable and host named at any poll is recorded, and nothing but
-the culprit may be:
+every second, and scrapes ibfabric-localize, which reads the evidence from that Prometheus every
+2 s over a 15 s window (a minute in production); the shipped rules fire on its verdicts,
+time-shortened as in test_prometheus_e2e (windows divided by 60 but at least 15 s, `for:` 3 s;
+expressions as shipped). Spike evidence is on (spike_floor 20 ms). The candidates are drawn at
+run time (the seed is printed) from the topology and from `ibtracert`, never from the daemons'
+own series; while each fault lasts, every cable and host named at any poll is recorded, and
+nothing but the culprit may be:
 
 - a clean fabric: nothing named;
 - 3 % of the packets into a host's own port dropped: its cable is named (the host's port counts
@@ -17,7 +19,7 @@ the culprit may be:
 - a stalled host (six 0.4 s SIGSTOP pauses of its daemon): the host is named, no cable;
 - two faults at once: 30 % into a spine from a leaf, on a cable direction whose probe pairs no
   other candidate has (by ibtracert), and 3 % into another host: both cables are named;
-- each clears: its alerts resolve.
+- each clears: its alerts resolve, and nothing else is named meanwhile.
 
 opensm runs on a spine (with ignore_other_sm), so every host's IsSM slot is free for a responder
 (SIM_SET_ISSM=1); it is stopped once the routes are programmed, before the faults. Skipped when
@@ -34,7 +36,7 @@ import unittest
 
 from gen_fattree import fattree, hca_name, leaf_name
 from ibfabric_testlib import find_samples, free_port, require_tools
-from promserver import PromServer
+from promserver import Localizer, PromServer
 from routes import pair_links
 from shipped import dashboard_queries, shortened_rules
 from simfabric import SIM_TOOLS, SimFabric
@@ -123,10 +125,16 @@ class LocalizationEndToEnd(unittest.TestCase):
         # The ground truth: which cable directions each probe pair crosses, by ibtracert.
         self.pairs = [(a, b) for a in self.hosts for b in self.hosts if a != b]
         self.links = pair_links(self.fabric, self.lids, self.pairs, self.hosts[0])
+        localizer_port, prom_port = free_port(), free_port()
         self.prom = PromServer(targets=["127.0.0.1:%d" % d.port for d in self.daemons.values()],
-                               rule_files=[shortened_rules(self.tmp, min_window=15)])
+                               rule_files=[shortened_rules(self.tmp, min_window=15)],
+                               port=prom_port,
+                               extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % localizer_port]})
         self.prom.start()
         self.addCleanup(self.prom.close)
+        self.localizer = Localizer(self.prom.url(""), localizer_port)
+        self.localizer.start()
+        self.addCleanup(self.localizer.close)
 
     def host_cable(self, host):
         """The host's cable as the alert names it: (leaf, leaf port, host, 1)."""
@@ -177,30 +185,10 @@ class LocalizationEndToEnd(unittest.TestCase):
         return seen
 
     def evidence(self):
-        """The localization records of every candidate that lost probes, for a failure's message."""
-        lines = []
-        for record in ("ibfabric:candidate_loss_ratio:1m > 0", "ibfabric:candidate_loss_median:1m > 0",
-                       "ibfabric:candidate_probes_lost:1m > 0",
-                       "ibfabric:candidate_contended_lost:1m > 0",
-                       "ibfabric:candidate_lossy:1m", "ibfabric:candidate_loss_contradictions:1m",
-                       "ibfabric:candidate_excused:1m", "ibfabric:candidate_evidence",
-                       "ibfabric:candidate_probes_late:1m > 0", "ibfabric:candidate_late:1m"):
-            rows = self.prom.query("max by (display) (ibfabric:candidate_display * on (candidate) "
-                                   "group_left () max by (candidate) (%s))" % record)
-            lines.append("%s: %s" % (record, ", ".join(sorted(
-                "%s=%.3g" % (r["metric"].get("display"), float(r["value"][1])) for r in rows))))
-        # Every lossy pair: its loss, and its culprits with their fits.
-        for r in self.prom.query("ibfabric:probe_pair_loss_ratio:1m > 0"):
-            m = r["metric"]
-            culprits = self.prom.query(
-                'max by (display) (ibfabric:candidate_display * on (candidate) group_left () max by '
-                '(candidate) (ibfabric:probe_pair_loss_culprit:1m{instance="%s",peer="%s"}))'
-                % (m["instance"], m["peer"]))
-            lines.append("pair %s -> %s lost %.3g: culprits %s" % (
-                m["instance"], m["peer"], float(r["value"][1]),
-                ", ".join("%s (%.3g)" % (c["metric"].get("display"), float(c["value"][1]))
-                          for c in culprits)))
-        return "\n".join(lines)
+        """What the localizer saw and said, for a failure's message: its series and its log."""
+        lines = [l for l in self.localizer.metrics().splitlines()
+                 if l.startswith("ibfabric_localize_")]
+        return "\n".join(lines) + "\nlocalizer log:\n" + self.localizer.log()[-4000:]
 
     def quiet(self, what, timeout=60):
         """Waits until nothing is named any more."""
@@ -208,10 +196,13 @@ class LocalizationEndToEnd(unittest.TestCase):
 
     def test_culprits_named_and_never_a_bystander(self):
         # Clean: every pair recorded, nothing named for several evaluations.
-        self.prom.wait_for(lambda: len(self.prom.query("ibfabric:probe_pair_sent:1m > 0"))
-                           == len(self.pairs), timeout=60, what="every pair recorded")
-        self.prom.wait_for(lambda: len(self.prom.query("ibfabric:probe_pair_candidate")) > 0,
-                           timeout=30, what="the candidates in Prometheus")
+        def placed():
+            rows = self.prom.query('max(ibfabric_localize_pairs{state="placed"})')
+            return rows and int(float(rows[0]["value"][1])) == len(self.pairs)
+        self.prom.wait_for(placed, timeout=60,
+                           what="the localizer placing every pair (prober, peer and path)")
+        self.prom.wait_for(lambda: self.prom.query("max(ibfabric_localize_up) == 1"), timeout=30,
+                           what="the localizer evaluating")
         for _ in range(8):
             self.assertEqual(named_now(self.prom), {})
             time.sleep(1)
@@ -265,14 +256,9 @@ class LocalizationEndToEnd(unittest.TestCase):
             queries = [q for q in dashboard_queries("4s") if q[1] in ROW]
             self.assertEqual(sorted({q[1] for q in queries}), sorted(ROW))
             for dashboard, title, expr in queries:
-                if "candidate_congested" in expr:
-                    # The Suspects table's congestion column: no port waits here, so it must
-                    # stay empty (dashboards/alerts/localization_cases.py's congestion cases
-                    # fill it).
-                    self.assertEqual(self.prom.query(expr), [], "%s / %s: congestion named"
-                                     % (dashboard, title))
-                    continue
                 self.assertTrue(self.prom.query(expr), "%s / %s: no data" % (dashboard, title))
+            # Nothing congests a port here: the Suspects table names no congestion.
+            self.assertEqual(self.prom.query('ibfabric_localize_suspect{kind="congestion"}'), [])
         finally:
             self.fabric.command('Error "%s"[%d] 0' % (spine, spine_port))
             self.fabric.command('Error "%s"[1] 0' % second_host)

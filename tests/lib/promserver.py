@@ -137,9 +137,12 @@ class PromServer(HttpApiServer):
 
     name = "prometheus"
 
-    def __init__(self, targets=(), rule_files=(), job="ibfabric", interval="1s", config=None):
+    def __init__(self, targets=(), rule_files=(), job="ibfabric", interval="1s", config=None,
+                 port=None, extra_jobs=None):
         super().__init__()
         self.targets = list(targets)
+        self.want_port = port  # chosen ahead: a localizer started later must know it
+        self.extra_jobs = dict(extra_jobs or {})  # job -> targets, scraped besides `job`
         self.rule_files = list(rule_files)
         self.job = job
         self.interval = interval
@@ -158,13 +161,15 @@ class PromServer(HttpApiServer):
                                "scrape_timeout": self.interval},
                     "rule_files": self.rule_files,
                     "scrape_configs": [{"job_name": self.job,
-                                        "static_configs": [{"targets": self.targets}]}],
+                                        "static_configs": [{"targets": self.targets}]}] +
+                                      [{"job_name": job, "static_configs": [{"targets": t}]}
+                                       for job, t in sorted(self.extra_jobs.items())],
                 }, f)
         check = subprocess.run(["promtool", "check", "config", config_path], capture_output=True,
                                text=True, timeout=60)
         if check.returncode != 0:
             raise RuntimeError("promtool check config failed:\n" + check.stdout + check.stderr)
-        self.port = free_port()
+        self.port = self.want_port or free_port()
         return self._launch(
             ["prometheus", "--config.file=" + config_path,
              "--storage.tsdb.path=" + os.path.join(self.workdir, "data"),
@@ -173,3 +178,30 @@ class PromServer(HttpApiServer):
 
     def targets_up(self):
         return [t for t in self.api("targets")["activeTargets"] if t["health"] == "up"]
+
+
+class Localizer(HttpApiServer):
+    """ibfabric-localize (the build's, $IBFABRIC_LOCALIZE) reading a Prometheus at `prom_url`,
+    serving its verdicts on `port` (chosen ahead, so that the Prometheus can scrape it), on a
+    test's time scale: evaluations every `interval`, probe evidence over `window`."""
+
+    name = "ibfabric-localize"
+
+    def __init__(self, prom_url, port, interval="2s", window="15s", query_timeout="1500ms",
+                 extra_args=(), binary=None):
+        super().__init__()
+        self.prom_url = prom_url
+        self.port = port
+        self.argv = [binary or os.environ["IBFABRIC_LOCALIZE"], "--prometheus.url=" + prom_url,
+                     "--web.listen-address=127.0.0.1:%d" % port,
+                     "--evaluation-interval=" + interval, "--evidence.window=" + window,
+                     "--query.timeout=" + query_timeout,
+                     "--log.level=debug"] + list(extra_args)
+
+    def start(self):
+        self.workdir = tempfile.mkdtemp(prefix="localizer-")
+        return self._launch(self.argv)
+
+    def metrics(self):
+        with urllib.request.urlopen(self.url("/metrics"), timeout=10) as r:
+            return r.read().decode()

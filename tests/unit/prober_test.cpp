@@ -220,21 +220,32 @@ TEST(Prober, ASpikeIsTheHostsWhenTheResponderHeldTheProbeAndNeverWithoutAHoldTim
       3u);
 }
 
-TEST(Prober, ATimeoutIsALostProbeAndAProbeNeverSentIsNotCountedButReported) {
+// A timeout is the network's (or the peer's): a lost probe. A broken port or a MAD status is this
+// daemon's own failure: counted apart (ibfabric_probe_failed_total), never sent or lost, so that
+// localization reads it as evidence about this host, not as a lossy network.
+TEST(Prober, ATimeoutIsALostProbeALocalFailureIsNotAndAProbeNeverSentIsReported) {
   Rig rig;
   rig.make(mad_config({by_lid(5)}));
   rig.prober->start();
   rig.run_until_queued(1);
   answer_ping(*rig.engine, 100us, 10us);
-  for (auto status : {mad::Status::timeout, mad::Status::mad_status, mad::Status::port_error}) {
+  for (auto status : {mad::Status::timeout, mad::Status::timeout, mad::Status::mad_status,
+                      mad::Status::port_error, mad::Status::port_error}) {
     rig.run_until_queued(1);
     answer_failed(*rig.engine, status, "lost");
   }
   auto lost = rig.collect();
   EXPECT_TRUE(rig.result.success) << "a lost probe is a measurement, not a failed collection";
-  EXPECT_EQ(value(lost, "ibfabric_probe_sent_total", peer("lid 5")), 4);
+  EXPECT_EQ(value(lost, "ibfabric_probe_sent_total", peer("lid 5")), 3);
   EXPECT_EQ(value(lost, "ibfabric_probe_received_total", peer("lid 5")), 1);
-  EXPECT_EQ(value(lost, "ibfabric_probe_lost_total", peer("lid 5")), 3);
+  EXPECT_EQ(value(lost, "ibfabric_probe_lost_total", peer("lid 5")), 2);
+  auto failed = [&](const char* reason) {
+    auto l = peer("lid 5");
+    l.emplace_back("reason", reason);
+    return value(lost, "ibfabric_probe_failed_total", l);
+  };
+  EXPECT_EQ(failed("port_error"), 2);
+  EXPECT_EQ(failed("mad_status"), 1);
 
   // Not sent: no port, or the engine's queue full. The peer did not lose them.
   rig.run_until_queued(1);
@@ -242,8 +253,8 @@ TEST(Prober, ATimeoutIsALostProbeAndAProbeNeverSentIsNotCountedButReported) {
   rig.run_until_queued(1);
   answer_failed(*rig.engine, mad::Status::queue_full, "queue full");
   auto unsent = rig.collect();
-  EXPECT_EQ(value(unsent, "ibfabric_probe_sent_total", peer("lid 5")), 4);
-  EXPECT_EQ(value(unsent, "ibfabric_probe_lost_total", peer("lid 5")), 3);
+  EXPECT_EQ(value(unsent, "ibfabric_probe_sent_total", peer("lid 5")), 3);
+  EXPECT_EQ(value(unsent, "ibfabric_probe_lost_total", peer("lid 5")), 2);
   EXPECT_FALSE(rig.result.success);
   EXPECT_NE(rig.result.error.find("probe to lid 5: no local CA port found"), std::string::npos)
       << rig.result.error;

@@ -1,0 +1,37 @@
+#include "daemon/localize_app.h"
+#include "ibfabric/version.h"
+
+#include <spdlog/sinks/stdout_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <iostream>
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_logger_mt("ibfabric-localize");
+  logger->set_pattern(std::getenv("JOURNAL_STREAM") ? "level=%l %v"
+                                                    : "%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  spdlog::set_default_logger(logger);
+  ibfabric::LocalizeOptions options;
+  try {
+    options = ibfabric::parse_localize_options(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::invalid_argument& e) {
+    std::cerr << "ibfabric-localize: " << e.what() << '\n';
+    return 2;
+  }
+  if (options.help) {
+    std::cout << ibfabric::localize_usage();
+    return 0;
+  }
+  if (options.version) {
+    std::cout << "ibfabric-localize " << ibfabric::kVersion << " (" << ibfabric::kBuildType << ", "
+              << ibfabric::kCompiler << ")\n";
+    return 0;
+  }
+  try {
+    return ibfabric::run_localize(options);
+  } catch (const std::exception& e) {
+    spdlog::critical("msg=\"fatal error\" error=\"{}\"", e.what());
+    return 1;
+  }
+}

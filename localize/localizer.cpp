@@ -1,0 +1,782 @@
+#include "localize/localizer.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <numeric>
+#include <optional>
+#include <unordered_map>
+
+// The method (docs/design.md, "Who is to blame"), in the order it runs:
+//  1. Candidates: every cable direction a traced pair crosses, and every host as a whole, as
+//     responder (the pairs probing it) and as prober (its own pairs).
+//  2. Loss, greedily, as 007 and NetBouncer do: the candidate whose pairs' loss it explains
+//     best (log-likelihood gain of its pairs losing at its own pooled rate) is taken first,
+//     if no pair of it lost significantly less than its rate says (a one-sided binomial
+//     deviance, alone and all together), its loss is more than what the culprits taken before
+//     already explain (significance against their refitted rates), and it explains enough.
+//     Its pairs' loss is then explained away, and the next is looked for in what is left.
+//     Candidates over the same lossy pairs, as likely, are one verdict: the probes cannot tell
+//     them apart; evidence of their own (counters at a cable's ends, a host's own trouble)
+//     decides between them where some have it.
+//  3. Late: a pair's late probes are its slower host's; a host is late when most of its
+//     pairs are, and far more than the rest of the fabric. Late pairs crossing a congested
+//     port are the port's; a late host whose lateness the congestion explains, and that has
+//     no trouble of its own, is no culprit.
+// A daemon's own failures never enter the loss: they are its host's evidence.
+
+namespace ibfabric::localize {
+
+const char* kind_name(Kind kind) {
+  switch (kind) {
+    case Kind::cable:
+      return "cable";
+    case Kind::host:
+      return "host";
+    case Kind::responder:
+      return "responder";
+    case Kind::prober:
+      return "prober";
+    case Kind::congestion:
+      return "congestion";
+  }
+  return "?";
+}
+
+namespace {
+
+// The loss a clean fabric is held to (what a named culprit's loss must be significantly above):
+// 1 probe in 10,000.
+constexpr double kBackground = 1e-4;
+
+// Candidate ids: cable directions first (LinkId), then 3 per host.
+enum HostRole : std::uint32_t { kWhole = 0, kResponder = 1, kProber = 2 };
+
+// log-likelihood of `lost` of `sent` at rate r (the binomial's, without its constant).
+double loglik(double lost, double sent, double r) {
+  r = std::clamp(r, 1e-9, 1 - 1e-9);
+  return lost * std::log(r) + (sent - lost) * std::log1p(-r);
+}
+
+// Deviance of `lost` of `sent` from an expected `e` where it lost more (0 otherwise).
+double excess_deviance(double lost, double sent, double e) {
+  if (lost <= e || sent <= 0) return 0;
+  auto term = [](double x, double m) { return x > 0 ? x * std::log(x / std::max(m, 1e-12)) : 0.0; };
+  return 2 * (term(lost, e) + term(sent - lost, sent - e));
+}
+
+// Upper quantile of the chi-square distribution with k degrees of freedom at z standard
+// deviations (Wilson-Hilferty).
+double chi2_quantile(double k, double z) {
+  double a = 2 / (9 * k);
+  double c = 1 - a + z * std::sqrt(a);
+  return k * c * c * c;
+}
+
+// z of a one-sided tail probability p (Acklam's rational approximation is more than enough
+// for thresholds).
+double z_of(double p) {
+  // Abramowitz-Stegun 26.2.23.
+  double t = std::sqrt(-2 * std::log(p));
+  return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) /
+                 (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
+}
+
+// log P(X <= k) for X ~ Binomial(n, r): the exact lower tail, summed down from k (the terms
+// fall off fast below the mean, and k is at most the mean where it is asked).
+double log_binomial_le(double k, double n, double r) {
+  k = std::floor(k);
+  n = std::round(n);
+  if (k >= n || r <= 0) return 0;
+  if (k < 0) return -std::numeric_limits<double>::infinity();
+  r = std::min(r, 1 - 1e-12);
+  auto log_term = [&](double j) {
+    return std::lgamma(n + 1) - std::lgamma(j + 1) - std::lgamma(n - j + 1) + j * std::log(r) +
+           (n - j) * std::log1p(-r);
+  };
+  double top = log_term(k), sum = 1, term = 1;
+  for (double j = k; j >= 1; --j) {
+    term *= (j / (n - j + 1)) * ((1 - r) / r);  // P(j - 1) / P(j)
+    sum += term;
+    if (term < 1e-12 * sum) break;
+  }
+  return top + std::log(sum);
+}
+
+struct Csr {
+  std::vector<std::uint32_t> start;  // size n + 1
+  std::vector<std::uint32_t> items;
+  std::size_t size(std::uint32_t i) const { return start[i + 1] - start[i]; }
+  const std::uint32_t* begin(std::uint32_t i) const { return items.data() + start[i]; }
+  const std::uint32_t* end(std::uint32_t i) const { return items.data() + start[i + 1]; }
+};
+
+std::uint64_t mix(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+class Run {
+ public:
+  Run(const Evidence& e, const Options& o) : e_(e), o_(o) {
+    links_ = static_cast<std::uint32_t>(e.cables.size() * 2);
+    candidates_ = links_ + static_cast<std::uint32_t>(e.hosts.size() * 3);
+    build_index();
+    index_counted_cables();
+  }
+
+  std::vector<Verdict> run() {
+    std::vector<Verdict> out;
+    loss(out);
+    late(out);
+    merge_hosts(out);
+    return out;
+  }
+
+ private:
+  std::uint32_t host_candidate(HostId h, HostRole role) const { return links_ + h * 3 + role; }
+  bool is_link(std::uint32_t c) const { return c < links_; }
+  HostId host_of(std::uint32_t c) const { return (c - links_) / 3; }
+  HostRole role_of(std::uint32_t c) const { return HostRole((c - links_) % 3); }
+
+  void build_index() {
+    const auto& pairs = e_.pairs;
+    std::vector<std::uint32_t> count(candidates_ + 1, 0);
+    // Loss evidence needs a traced path: without one the pair's cables are not known, and a
+    // host would answer for them.
+    traced_.assign(pairs.size(), false);
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      traced_[p] = !pairs[p].path.empty() && pairs[p].sent > 0;
+      if (traced_[p]) for_candidates(p, [&](std::uint32_t c) { ++count[c + 1]; });
+    }
+    std::partial_sum(count.begin(), count.end(), count.begin());
+    pairs_of_.start = count;
+    pairs_of_.items.resize(count.back());
+    std::vector<std::uint32_t> fill(count.begin(), count.end() - 1);
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      if (traced_[p]) for_candidates(p, [&](std::uint32_t c) { pairs_of_.items[fill[c]++] = p; });
+    }
+  }
+
+  // --- evidence of their own ---------------------------------------------------------------
+
+  bool counted(const PortRef& port) const {
+    auto it = e_.counters.find(port);
+    return it != e_.counters.end() && (it->second.errors > 0 || it->second.discards > 0);
+  }
+  bool cable_counted(CableId c) const { return counted(e_.cables[c].a) || counted(e_.cables[c].b); }
+  bool host_trouble_own(HostId h) const {
+    const Host& host = e_.hosts[h];
+    return host.loop_stall_seconds >= o_.stall_seconds || host.responder_dropped > 0 ||
+           host.local_failures > 0 || host.daemon_down;
+  }
+  // A host's own cables (one end is the host) that count errors or discards.
+  bool host_cable_counted(HostId h) const { return host_cable_counted_[h]; }
+
+  // Which hosts' own cables (one end is the host) count errors or discards, at either end: once
+  // per evaluation, by GUID.
+  void index_counted_cables() {
+    std::unordered_map<std::uint64_t, HostId> by_guid;
+    for (HostId h = 0; h < e_.hosts.size(); ++h) by_guid.emplace(e_.hosts[h].guid, h);
+    host_cable_counted_.assign(e_.hosts.size(), false);
+    auto mark = [&](std::uint64_t guid) {
+      auto it = by_guid.find(guid);
+      if (it != by_guid.end()) host_cable_counted_[it->second] = true;
+    };
+    for (const auto& [port, counters] : e_.counters) {
+      if (counters.errors > 0 || counters.discards > 0) mark(port.guid);
+    }
+    for (const Cable& cable : e_.cables) {
+      if (counted(cable.b)) mark(cable.a.guid);
+      if (counted(cable.a)) mark(cable.b.guid);
+    }
+  }
+
+  // --- loss ----------------------------------------------------------------------------------
+
+  struct Score {
+    double sent = 0, lost = 0, rate = 0, gain = 0;
+    std::uint32_t lossy = 0;
+    std::uint64_t set_hash = 0;  // of its lossy pairs: equal sets, equal hashes
+  };
+
+  // Residual sent and lost of every pair given the named culprits' rates (what they would
+  // have let through, and what of its loss they do not explain).
+  void residuals() {
+    const auto& pairs = e_.pairs;
+    kept_.assign(pairs.size(), 1.0);
+    for (const auto& [c, r] : named_rate_) {
+      for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) kept_[*p] *= 1 - r;
+    }
+    res_sent_.resize(pairs.size());
+    res_lost_.resize(pairs.size());
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      double s = pairs[p].sent, l = pairs[p].lost;
+      res_sent_[p] = s * kept_[p];
+      res_lost_[p] = std::max(0.0, l - s * (1 - kept_[p]));
+    }
+  }
+
+  // Refits the named culprits' rates together: each one's rate is its pairs' loss that the
+  // others do not explain, over what the others let through.
+  void refit() {
+    for (int iteration = 0; iteration < 4; ++iteration) {
+      for (auto& [c, r] : named_rate_) {
+        double s = 0, l = 0;
+        for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+          double others = kept_[*p] / (1 - r);  // what the other culprits let through
+          const Pair& pair = e_.pairs[*p];
+          s += pair.sent * others;
+          l += std::max(0.0, pair.lost - pair.sent * (1 - others));
+        }
+        double fresh = s > 0 ? std::min(l / s, 0.999) : r;
+        // kept_ follows the new rate.
+        for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+          kept_[*p] = kept_[*p] / (1 - r) * (1 - fresh);
+        }
+        r = fresh;
+      }
+    }
+  }
+
+  // A pair that lost significantly more than `rate`: it crosses another fault too, whose loss
+  // adds to the candidate's own. Such pairs count neither for its rate nor for its fit.
+  bool excess(std::uint32_t p, double rate) const {
+    double e = res_sent_[p] * rate;
+    return res_lost_[p] > e && excess_deviance(res_lost_[p], res_sent_[p], e) > one_;
+  }
+
+  // Its own rate: pooled over its pairs but those that lost significantly more (a median would
+  // instead let clean pairs hide a candidate that most of its pairs contradict).
+  double own_rate(std::uint32_t c) const {
+    double s = 0, l = 0;
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      s += res_sent_[*p];
+      l += res_lost_[*p];
+    }
+    double rate = s > 0 ? l / s : 0;
+    for (int iteration = 0; iteration < 4; ++iteration) {
+      s = l = 0;
+      for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+        if (excess(*p, rate)) continue;
+        s += res_sent_[*p];
+        l += res_lost_[*p];
+      }
+      double next = s > 0 ? l / s : rate;
+      if (std::abs(next - rate) < 1e-9) break;
+      rate = next;
+    }
+    return rate;
+  }
+
+  // The pairs with loss left to explain that it keeps at `rate` (sorted).
+  std::vector<std::uint32_t> lossy_set(std::uint32_t c, double rate) const {
+    std::vector<std::uint32_t> out;
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      if (res_lost_[*p] > 0.5 && !excess(*p, rate)) out.push_back(*p);
+    }
+    return out;
+  }
+
+  // Its rate, and what it explains at that rate: the pairs it keeps (not in excess), their
+  // loss, the set of those that lost (for telling candidates apart), its fit.
+  Score score(std::uint32_t c) const {
+    Score s;
+    s.rate = own_rate(c);
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      if (excess(*p, s.rate)) continue;
+      s.sent += res_sent_[*p];
+      s.lost += res_lost_[*p];
+      if (res_lost_[*p] > 0.5) {
+        ++s.lossy;
+        s.set_hash += mix(*p);
+      }
+      // Its fit: how much likelier the pair's loss is with it dropping at its rate than without,
+      // beside what the culprits named before let through (a pair they explain adds little).
+      const Pair& pair = e_.pairs[*p];
+      double through = kept_[*p] * (1 - background_);
+      s.gain += loglik(pair.lost, pair.sent, 1 - through * (1 - s.rate)) -
+                loglik(pair.lost, pair.sent, 1 - through);
+    }
+    return s;
+  }
+
+  // Whether its pairs lost too little for it to drop at `rate`: all its pairs together
+  // (Fisher's method over their exact lower tails, at contradiction_p: pairs of a few probes
+  // each weigh what they can; a pair that lost more than its share adds next to nothing), or
+  // one pair alone whose loss is far less likely (the square of contradiction_p over the
+  // candidate's pairs: the one-in-a-million pair of a true fault among the thousands a large
+  // fabric shows must not throw it out, and the host cables under it named instead). Pairs in
+  // excess (another fault's too) are left out, as from its rate.
+  bool contradicted(std::uint32_t c, double rate) const {
+    double fisher = 0;
+    int n = 0;
+    double log_alpha = std::log(o_.contradiction_p * o_.contradiction_p /
+                                static_cast<double>(pairs_of_.size(c)));
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      if (excess(*p, rate)) continue;
+      ++n;
+      if (res_lost_[*p] >= res_sent_[*p] * rate) continue;  // its lower tail is over one half
+      double log_p = log_binomial_le(res_lost_[*p], res_sent_[*p], rate);
+      if (log_p < log_alpha) return true;
+      fisher += -2 * log_p;
+    }
+    return n > 1 && fisher > chi2_quantile(2 * n, z_);
+  }
+
+  void loss(std::vector<Verdict>& out) {
+    const auto& pairs = e_.pairs;
+    z_ = z_of(o_.contradiction_p);
+    one_ = z_ * z_;
+
+    std::vector<std::uint32_t> stamp(candidates_, 0);
+    std::uint32_t round = 0;
+    residuals();
+    for (int iteration = 0; iteration < 256; ++iteration) {
+      ++round;
+      // Candidates of the pairs with loss left to explain.
+      std::vector<std::uint32_t> live;
+      for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+        if (!traced_[p] || res_lost_[p] <= 0.5) continue;
+        for_candidates(p, [&](std::uint32_t c) {
+          if (stamp[c] != round) {
+            stamp[c] = round;
+            live.push_back(c);
+          }
+        });
+      }
+      if (live.empty()) break;
+      std::sort(live.begin(), live.end());
+      // Every one that could be named, scored.
+      struct Fit {
+        std::uint32_t c;
+        Score s;
+      };
+      std::vector<Fit> fits;
+      for (std::uint32_t c : live) {
+        if (named_rate_.count(c) || spent_.count(c)) continue;
+        // A host with no trouble of its own whose cable counts errors is no culprit: what is
+        // lost on its way in and out is the cable's, whichever role the probes point at.
+        if (excused(c)) continue;
+        Score s = score(c);
+        if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) continue;
+        // Significant beyond what is named: its fit is a likelihood ratio against "not it",
+        // over the pairs it keeps, beside the named culprits' loss.
+        if (s.gain < o_.min_gain) continue;
+        if (contradicted(c, s.rate)) continue;
+        fits.push_back({c, s});
+      }
+      if (fits.empty()) break;
+      // The best that may stand for a fault: a cable, or a host whose own daemon shows trouble.
+      // A host without is never named alone for loss: what its pairs lose without its daemon
+      // knowing is lost on its cable, or a chance run of a few probes that its handful of pairs
+      // fits better than the fault they cross (it can still be named beside one, below).
+      auto may_stand = [&](const Fit& f) { return is_link(f.c) || host_trouble_own(host_of(f.c)); };
+      const Fit* best = nullptr;
+      for (const auto& f : fits) {
+        if (may_stand(f) && (!best || f.s.gain > best->s.gain + 1e-9)) best = &f;
+      }
+      if (!best) break;
+
+      // Equally suspect: as likely (within equal_fit of the best) over the same lossy pairs or
+      // more, or a part of them with evidence of its own (a host's cable whose end counts
+      // errors, and the downlink all its pairs take with a few of another fault's): the probes
+      // cannot tell them apart.
+      const auto best_set = lossy_set(best->c, best->s.rate);
+      std::vector<const Fit*> group;
+      for (const auto& f : fits) {
+        if (f.s.gain < best->s.gain - o_.equal_fit) continue;
+        if (&f != best) {
+          const auto set = lossy_set(f.c, f.s.rate);
+          // A part of them only with evidence of its own (it can then be what the rest is
+          // not); without, it explains less and is no look-alike.
+          bool more = std::includes(set.begin(), set.end(), best_set.begin(), best_set.end());
+          bool part = std::includes(best_set.begin(), best_set.end(), set.begin(), set.end());
+          if (!more && !(part && own_evidence(f.c))) continue;
+        }
+        group.push_back(&f);
+      }
+      // Evidence of their own decides between them, where some have it; the one that stays and
+      // fits best stands for the fault (its rate explains the loss away).
+      std::vector<const Fit*> kept;
+      bool any_evidence =
+          std::any_of(group.begin(), group.end(), [&](const Fit* f) { return own_evidence(f->c); });
+      for (const Fit* f : group) {
+        if (!any_evidence || own_evidence(f->c)) kept.push_back(f);
+      }
+      // (kept holds one that may stand: the best, or, where evidence decided, those with it.)
+      const Fit* culprit = nullptr;
+      for (const Fit* f : kept) {
+        if (may_stand(*f) && (!culprit || f->s.gain > culprit->s.gain + 1e-9)) culprit = f;
+      }
+      std::vector<std::uint32_t> members;
+      for (const Fit* f : kept) members.push_back(f->c);
+      std::sort(members.begin(), members.end());
+      const auto lossy_pairs = lossy_set(culprit->c, culprit->s.rate);
+      named_rate_[culprit->c] = culprit->s.rate;
+      for (const Fit* f : group) spent_.insert(f->c);
+      residuals();
+      refit();
+      emit_loss(out, members, culprit->c, any_evidence, lossy_pairs);
+      residuals();
+    }
+    // Each loss verdict's rate as refitted with all the others.
+    for (auto& v : out) {
+      auto it = loss_verdict_candidate_.find(&v - out.data());
+      if (it != loss_verdict_candidate_.end()) v.rate = named_rate_[it->second];
+    }
+  }
+
+  // Every candidate of pair p, once each.
+  template <class F>
+  void for_candidates(std::uint32_t p, F&& f) const {
+    const Pair& pair = e_.pairs[p];
+    for (std::size_t i = 0; i < pair.path.size(); ++i) {
+      LinkId l = pair.path[i];
+      if (l >= links_ ||
+          std::find(pair.path.begin(), pair.path.begin() + i, l) != pair.path.begin() + i) {
+        continue;
+      }
+      f(l);
+    }
+    f(host_candidate(pair.prober, kWhole));
+    if (pair.peer != pair.prober) f(host_candidate(pair.peer, kWhole));
+    f(host_candidate(pair.peer, kResponder));
+    f(host_candidate(pair.prober, kProber));
+  }
+
+  bool excused(std::uint32_t c) const {
+    return !is_link(c) && !host_trouble_own(host_of(c)) && host_cable_counted(host_of(c));
+  }
+
+  bool own_evidence(std::uint32_t c) const {
+    return is_link(c) ? cable_counted(cable_of(c)) : host_trouble_own(host_of(c));
+  }
+
+  // One verdict: `kept` the suspects (candidate ids, sorted: cable directions first),
+  // `primary` the one that stands for the fault.
+  void emit_loss(std::vector<Verdict>& out, const std::vector<std::uint32_t>& kept,
+                 std::uint32_t primary, bool any_evidence,
+                 const std::vector<std::uint32_t>& lossy_pairs) {
+    Verdict v;
+    v.cause = "loss";
+    // Suspects: cables (directions merged) first, then hosts (roles merged: a whole host
+    // over its roles).
+    std::map<CableId, std::vector<bool>> cables;
+    std::map<HostId, Kind> hosts;
+    for (std::uint32_t c : kept) {
+      if (is_link(c)) {
+        auto& d = cables[cable_of(c)];
+        d.resize(2, false);
+        d[a_to_b(c) ? 0 : 1] = true;
+      } else {
+        Kind k = role_of(c) == kWhole       ? Kind::host
+                 : role_of(c) == kResponder ? Kind::responder
+                                            : Kind::prober;
+        auto [it, fresh] = hosts.emplace(host_of(c), k);
+        if (!fresh && it->second != k) it->second = Kind::host;
+      }
+    }
+    for (auto& [cable, directions] : cables) {
+      Suspect s;
+      s.kind = Kind::cable;
+      s.cable = cable;
+      s.directions = directions;
+      v.suspects.push_back(s);
+    }
+    for (auto& [host, kind] : hosts) {
+      Suspect s;
+      s.kind = kind;
+      s.host = host;
+      v.suspects.push_back(s);
+    }
+    // The one that stands for the fault first: the alert is named after it.
+    auto first = std::find_if(v.suspects.begin(), v.suspects.end(), [&](const Suspect& s) {
+      return is_link(primary) ? s.kind == Kind::cable && s.cable == cable_of(primary)
+                              : s.kind != Kind::cable && s.host == host_of(primary);
+    });
+    std::rotate(v.suspects.begin(), first, first + 1);
+    v.pairs = lossy_pairs;
+    // Its probes: of the pairs crossing the first suspect (for a cable, its first direction
+    // that loses). Its blast radius: the hosts whose probed paths cross it (a cable: either
+    // way; replacing it stops both).
+    for (auto* p = pairs_of_.begin(primary); p != pairs_of_.end(primary); ++p) {
+      v.sent += e_.pairs[*p].sent;
+      v.lost += e_.pairs[*p].lost;
+      v.late += e_.pairs[*p].late;
+    }
+    std::vector<bool> seen(e_.hosts.size(), false);
+    auto radius = [&](std::uint32_t c) {
+      for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+        for (HostId h : {e_.pairs[*p].prober, e_.pairs[*p].peer}) {
+          if (!seen[h]) {
+            seen[h] = true;
+            v.blast_radius.push_back(h);
+          }
+        }
+      }
+    };
+    if (is_link(primary)) {
+      radius(link_of(cable_of(primary), true));
+      radius(link_of(cable_of(primary), false));
+    } else {
+      radius(primary);
+    }
+    std::sort(v.blast_radius.begin(), v.blast_radius.end());
+    std::size_t others = v.suspects.size() - 1;
+    if (others == 0) {
+      v.why = any_evidence
+                  ? "its pairs lose and no clean pair crosses it; its own evidence confirms it"
+                  : "its pairs lose and no clean pair crosses it";
+    } else {
+      v.why =
+          "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
+          "others named, which carry the same pairs";
+    }
+    loss_verdict_candidate_[out.size()] = primary;
+    out.push_back(std::move(v));
+  }
+
+  // --- late ----------------------------------------------------------------------------------
+
+  void late(std::vector<Verdict>& out) {
+    const auto& pairs = e_.pairs;
+    // Congestion first: per late pair, the congested ports it crosses and its culprit among
+    // them (the one that waits the most; a share of time ranks before ticks per word).
+    std::vector<std::optional<LinkId>> congestion_culprit(pairs.size());
+    std::map<LinkId, const PortWait*> congested_links;
+    if (!e_.congested.empty()) {
+      for (LinkId l = 0; l < links_; ++l) {
+        const Cable& cable = e_.cables[cable_of(l)];
+        const PortRef& sender = a_to_b(l) ? cable.a : cable.b;
+        auto it = e_.congested.find(sender);
+        if (it != e_.congested.end()) congested_links[l] = &it->second;
+      }
+    }
+    std::map<LinkId, double> link_sent, link_late, culprit_late;
+    std::map<LinkId, std::vector<std::uint32_t>> culprit_pairs;
+    if (!congested_links.empty()) {
+      for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+        const Pair& pair = pairs[p];
+        std::optional<LinkId> best;
+        for (LinkId l : pair.path) {
+          auto it = congested_links.find(l);
+          if (it == congested_links.end()) continue;
+          link_sent[l] += pair.sent;
+          link_late[l] += pair.late;
+          if (pair.late <= 0) continue;
+          if (!best) {
+            best = l;
+            continue;
+          }
+          const PortWait& a = *it->second;
+          const PortWait& b = *congested_links[*best];
+          if ((a.share && !b.share) || (a.share == b.share && a.value > b.value)) best = l;
+        }
+        if (best) {
+          congestion_culprit[p] = best;
+          culprit_late[*best] += pair.late;
+          culprit_pairs[*best].push_back(p);
+        }
+      }
+    }
+    std::set<LinkId> congestion_named;
+    for (const auto& [l, late] : culprit_late) {
+      if (late < o_.min_late || link_sent[l] <= 0 || link_late[l] / link_sent[l] <= 0.01) continue;
+      congestion_named.insert(l);
+      Verdict v;
+      v.cause = "congestion";
+      Suspect s;
+      s.kind = Kind::congestion;
+      s.cable = cable_of(l);
+      s.a_to_b = a_to_b(l);
+      v.suspects.push_back(s);
+      v.pairs = culprit_pairs[l];
+      fill_counts(v);
+      v.rate = v.sent > 0 ? v.late / v.sent : 0;
+      v.why = "the pairs crossing it are late while it waits to send";
+      out.push_back(std::move(v));
+    }
+    // Late hosts: a host with trouble of its own is judged on all its late probes; one without,
+    // on those no named congestion explains (incast into a host, or a few stray spikes beside
+    // the congestion that delays the rest, make no late host).
+    std::vector<double> all(pairs.size()), unexplained(pairs.size());
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      all[p] = pairs[p].late;
+      bool congested = congestion_culprit[p] && congestion_named.count(*congestion_culprit[p]);
+      unexplained[p] = congested ? 0 : pairs[p].late;
+    }
+    late_hosts(out, all, true);
+    late_hosts(out, unexplained, false);
+  }
+
+  // The hosts (with trouble of their own or without: `troubled`) that `late` says are late.
+  // Each late pair's culprit is the host of the two whose pairs are late more often (both when
+  // equal); a host is late when it is the culprit of enough pairs and late probes, more than
+  // min_late_rate of its probes, half or more of its pairs late, and late_over_others times as
+  // often as the pairs it is no part of (a stall of the whole machine names nobody).
+  void late_hosts(std::vector<Verdict>& out, const std::vector<double>& late, bool troubled) {
+    const auto& pairs = e_.pairs;
+    const std::size_t hosts = e_.hosts.size();
+    std::vector<double> h_sent(hosts, 0), h_late(hosts, 0);
+    double all_sent = 0, all_late = 0;
+    std::vector<std::vector<std::uint32_t>> pairs_of(hosts);
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      const Pair& pair = pairs[p];
+      if (pair.sent <= 0 || pair.peer == pair.prober) continue;
+      all_sent += pair.sent;
+      all_late += late[p];
+      for (HostId h : {pair.prober, pair.peer}) {
+        h_sent[h] += pair.sent;
+        h_late[h] += late[p];
+        pairs_of[h].push_back(p);
+      }
+    }
+    auto ratio = [&](HostId h) { return h_sent[h] > 0 ? h_late[h] / h_sent[h] : 0; };
+    std::vector<std::vector<std::uint32_t>> culprit_of(hosts);
+    std::vector<double> explained(hosts, 0);
+    for (std::uint32_t p = 0; p < pairs.size(); ++p) {
+      const Pair& pair = pairs[p];
+      if (late[p] <= 0 || pair.sent <= 0 || pair.peer == pair.prober) continue;
+      double top = std::max(ratio(pair.prober), ratio(pair.peer));
+      for (HostId h : {pair.prober, pair.peer}) {
+        if (ratio(h) >= top * 0.999) {
+          culprit_of[h].push_back(p);
+          explained[h] += late[p];
+        }
+      }
+    }
+    for (HostId h = 0; h < hosts; ++h) {
+      if (host_trouble_own(h) != troubled) continue;
+      const auto& mine = culprit_of[h];
+      if (static_cast<double>(mine.size()) < o_.min_late_pairs || explained[h] < o_.min_late) {
+        continue;
+      }
+      if (ratio(h) <= o_.min_late_rate) continue;
+      auto late_pairs = std::count_if(pairs_of[h].begin(), pairs_of[h].end(),
+                                      [&](std::uint32_t p) { return late[p] > 0; });
+      if (2 * static_cast<std::size_t>(late_pairs) < pairs_of[h].size()) continue;
+      double others_sent = all_sent - h_sent[h], others_late = all_late - h_late[h];
+      double others = others_sent > 0 ? others_late / others_sent : 0;
+      if (ratio(h) <= o_.late_over_others * others) continue;
+      Verdict v;
+      v.cause = "late";
+      Suspect s;
+      s.kind = Kind::host;
+      s.host = h;
+      v.suspects.push_back(s);
+      v.pairs = mine;
+      fill_counts(v);
+      v.rate = ratio(h);
+      v.blast_radius = {h};
+      v.why = troubled ? "most of its pairs are late, far more than the rest of the fabric, and "
+                         "its own daemon shows trouble"
+                       : "most of its pairs are late, far more than the rest of the fabric";
+      out.push_back(std::move(v));
+    }
+  }
+
+  void fill_counts(Verdict& v) const {
+    std::vector<bool> seen(e_.hosts.size(), false);
+    for (std::uint32_t p : v.pairs) {
+      const Pair& pair = e_.pairs[p];
+      v.sent += pair.sent;
+      v.lost += pair.lost;
+      v.late += pair.late;
+      if (v.suspects.front().kind != Kind::congestion) continue;
+      for (HostId h : {pair.prober, pair.peer}) {
+        if (!seen[h]) {
+          seen[h] = true;
+          v.blast_radius.push_back(h);
+        }
+      }
+    }
+  }
+
+  // One verdict per host: a host named for loss and for being late (a long stall does both)
+  // is one culprit.
+  void merge_hosts(std::vector<Verdict>& out) const {
+    std::map<HostId, std::size_t> single;
+    std::vector<Verdict> merged;
+    for (auto& v : out) {
+      bool lone_host = v.suspects.size() == 1 && v.suspects.front().kind != Kind::cable &&
+                       v.suspects.front().kind != Kind::congestion;
+      if (!lone_host) {
+        merged.push_back(std::move(v));
+        continue;
+      }
+      HostId h = v.suspects.front().host;
+      auto it = single.find(h);
+      if (it == single.end()) {
+        single[h] = merged.size();
+        merged.push_back(std::move(v));
+        continue;
+      }
+      Verdict& into = merged[it->second];
+      into.cause = "loss and late";
+      into.suspects.front().kind = Kind::host;
+      std::set<std::uint32_t> pairs(into.pairs.begin(), into.pairs.end());
+      pairs.insert(v.pairs.begin(), v.pairs.end());
+      into.pairs.assign(pairs.begin(), pairs.end());
+      into.why = "its pairs are late and lose, and its own daemon shows trouble";
+    }
+    out = std::move(merged);
+  }
+
+  const Evidence& e_;
+  const Options& o_;
+  std::uint32_t links_ = 0, candidates_ = 0;
+  Csr pairs_of_;
+  std::vector<bool> traced_, host_cable_counted_;
+  std::vector<double> kept_, res_sent_, res_lost_;
+  std::map<std::uint32_t, double> named_rate_;
+  std::set<std::uint32_t> spent_;
+  std::map<std::size_t, std::uint32_t> loss_verdict_candidate_;
+  double background_ = kBackground, z_ = 3, one_ = 9;
+};
+
+}  // namespace
+
+std::vector<Verdict> localize(const Evidence& evidence, const Options& options) {
+  return Run(evidence, options).run();
+}
+
+std::string verdict_key(const Evidence& evidence, const Suspect& suspect) {
+  switch (suspect.kind) {
+    case Kind::cable: {
+      const Cable& c = evidence.cables[suspect.cable];
+      return "cable " + std::to_string(c.a.guid) + ":" + std::to_string(c.a.port) + " " +
+             std::to_string(c.b.guid) + ":" + std::to_string(c.b.port);
+    }
+    case Kind::congestion: {
+      const Cable& c = evidence.cables[suspect.cable];
+      const PortRef& p = suspect.a_to_b ? c.a : c.b;
+      return "congestion " + std::to_string(p.guid) + ":" + std::to_string(p.port);
+    }
+    default:
+      return "host " + std::to_string(evidence.hosts[suspect.host].guid);
+  }
+}
+
+std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Verdict> verdicts) {
+  std::set<std::string> now;
+  std::vector<Verdict> out;
+  for (auto& v : verdicts) {
+    // Held when any of its suspects was (a set whose culprit changed order is the same fault).
+    bool held = false;
+    for (const auto& s : v.suspects) {
+      auto key = verdict_key(evidence, s) + " " + v.cause;
+      held = held || previous_.count(key) > 0;
+      now.insert(std::move(key));
+    }
+    if (held) out.push_back(std::move(v));
+  }
+  previous_ = std::move(now);
+  return out;
+}
+
+}  // namespace ibfabric::localize

@@ -1,0 +1,259 @@
+#include "query/http_client.h"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <openssl/ssl.h>
+
+#include <optional>
+#include <stdexcept>
+
+namespace ibfabric::query {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = asio::ip::tcp;
+
+namespace {
+
+struct Url {
+  bool tls = false;
+  std::string host, port, prefix;
+};
+
+Url parse_url(const std::string& url) {
+  Url u;
+  std::string rest;
+  if (url.rfind("http://", 0) == 0) {
+    rest = url.substr(7);
+  } else if (url.rfind("https://", 0) == 0) {
+    u.tls = true;
+    rest = url.substr(8);
+  } else {
+    throw std::invalid_argument("--prometheus.url " + url +
+                                ": must start with http:// or https:// (e.g. "
+                                "http://prometheus:9090)");
+  }
+  auto slash = rest.find('/');
+  std::string authority = rest.substr(0, slash);
+  u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
+  while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
+  if (authority.find('@') != std::string::npos) {
+    throw std::invalid_argument("--prometheus.url " + url +
+                                ": credentials in the URL would show in logs; give them as "
+                                "--prometheus.header='Authorization: Basic ...'");
+  }
+  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
+    auto close = authority.find(']');
+    if (close == std::string::npos)
+      throw std::invalid_argument("--prometheus.url " + url + ": bad IPv6 host");
+    u.host = authority.substr(1, close - 1);
+    if (close + 1 < authority.size() && authority[close + 1] == ':')
+      u.port = authority.substr(close + 2);
+  } else {
+    auto colon = authority.rfind(':');
+    u.host = authority.substr(0, colon);
+    if (colon != std::string::npos) u.port = authority.substr(colon + 1);
+  }
+  if (u.host.empty()) throw std::invalid_argument("--prometheus.url " + url + ": no host");
+  if (u.port.empty()) u.port = u.tls ? "443" : "80";
+  return u;
+}
+
+}  // namespace
+
+void check_url(const std::string& url) { parse_url(url); }
+
+std::string form_encode(const std::string& text) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size() * 3 / 2);
+  for (unsigned char c : text) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else if (c == ' ') {
+      out.push_back('+');
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+struct PrometheusClient::Impl : std::enable_shared_from_this<Impl> {
+  Impl(asio::io_context& io, ClientOptions o)
+      : io(io), options(std::move(o)), url(parse_url(options.url)) {
+    if (url.tls) {
+      ssl = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+      ssl->set_default_verify_paths();
+      ssl->set_verify_mode(asio::ssl::verify_peer);
+    }
+  }
+  asio::io_context& io;
+  ClientOptions options;
+  Url url;
+  std::unique_ptr<asio::ssl::context> ssl;
+};
+
+namespace {
+
+// One query: resolve, connect, (handshake), write, read, parse; any step past the deadline
+// fails it.
+template <class Stream>
+struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
+  std::shared_ptr<PrometheusClient::Impl> client;
+  std::unique_ptr<Stream> stream;
+  tcp::resolver resolver;
+  http::request<http::string_body> request;
+  beast::flat_buffer buffer;
+  std::optional<http::response_parser<http::string_body>> parser;
+  std::vector<std::string> labels;
+  std::function<void(QueryResult)> done;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  asio::steady_timer deadline;
+  bool finished = false;
+
+  Exchange(std::shared_ptr<PrometheusClient::Impl> c, std::unique_ptr<Stream> s)
+      : client(std::move(c)), stream(std::move(s)), resolver(client->io), deadline(client->io) {}
+
+  auto& socket() { return beast::get_lowest_layer(*stream).socket(); }
+
+  void fail(const std::string& what, const beast::error_code& ec) {
+    finish(QueryResult{what + ": " + ec.message(), {}, {}, 0});
+  }
+  void finish(QueryResult r) {
+    if (finished) return;
+    finished = true;
+    deadline.cancel();
+    beast::error_code ignored;
+    socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket().close(ignored);
+    r.duration = std::chrono::steady_clock::now() - start;
+    auto d = std::move(done);
+    d(std::move(r));
+  }
+
+  void run() {
+    auto self = this->shared_from_this();
+    deadline.expires_after(client->options.timeout);
+    deadline.async_wait([self](const beast::error_code& ec) {
+      if (ec) return;
+      self->finish(QueryResult{
+          "no answer within " + std::to_string(self->client->options.timeout.count()) + " ms",
+          {},
+          {},
+          0});
+    });
+    resolver.async_resolve(
+        client->url.host, client->url.port,
+        [self](const beast::error_code& ec, tcp::resolver::results_type results) {
+          if (self->finished) return;
+          if (ec) return self->fail("resolving " + self->client->url.host, ec);
+          asio::async_connect(
+              self->socket(), results, [self](const beast::error_code& ec, const tcp::endpoint&) {
+                if (self->finished) return;
+                if (ec) return self->fail("connecting to " + self->client->options.url, ec);
+                self->handshake();
+              });
+        });
+  }
+
+  void handshake() {
+    auto self = this->shared_from_this();
+    if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
+      if (!SSL_set_tlsext_host_name(stream->native_handle(), client->url.host.c_str())) {
+        return fail("TLS SNI", beast::error_code(static_cast<int>(::ERR_get_error()),
+                                                 asio::error::get_ssl_category()));
+      }
+      stream->set_verify_callback(asio::ssl::host_name_verification(client->url.host));
+      stream->async_handshake(asio::ssl::stream_base::client, [self](const beast::error_code& ec) {
+        if (self->finished) return;
+        if (ec) return self->fail("TLS handshake with " + self->client->options.url, ec);
+        self->write();
+      });
+    } else {
+      write();
+    }
+  }
+
+  void write() {
+    auto self = this->shared_from_this();
+    http::async_write(*stream, request, [self](const beast::error_code& ec, std::size_t) {
+      if (self->finished) return;
+      if (ec) return self->fail("sending the query", ec);
+      self->parser.emplace();
+      self->parser->body_limit(self->client->options.body_limit);
+      http::async_read(*self->stream, self->buffer, *self->parser,
+                       [self](const beast::error_code& ec, std::size_t) {
+                         if (self->finished) return;
+                         if (ec) return self->fail("reading the answer", ec);
+                         self->answered();
+                       });
+    });
+  }
+
+  void answered() {
+    auto response = parser->release();
+    QueryResult r;
+    r.bytes = response.body().size();
+    std::string error = parse_vector(response.body(), labels, r.series);
+    if (!error.empty()) {
+      r.error = "HTTP " + std::to_string(response.result_int()) + ": " + error;
+      r.series.clear();
+    } else if (response.result() != http::status::ok) {
+      r.error = "HTTP " + std::to_string(response.result_int());
+      r.series.clear();
+    }
+    finish(std::move(r));
+  }
+};
+
+}  // namespace
+
+PrometheusClient::PrometheusClient(asio::io_context& io, ClientOptions options)
+    : impl_(std::make_shared<Impl>(io, std::move(options))) {}
+
+PrometheusClient::~PrometheusClient() = default;
+
+const std::string& PrometheusClient::url() const { return impl_->options.url; }
+
+void PrometheusClient::query(const std::string& promql, double at, std::vector<std::string> labels,
+                             std::function<void(QueryResult)> done) {
+  auto fill = [&](auto& exchange) {
+    auto& req = exchange->request;
+    req.method(http::verb::post);
+    req.target(impl_->url.prefix + "/api/v1/query");
+    req.version(11);
+    req.set(http::field::host, impl_->url.host);
+    req.set(http::field::user_agent, "ibfabric-localize");
+    req.set(http::field::content_type, "application/x-www-form-urlencoded");
+    req.set(http::field::connection, "close");
+    for (const auto& [name, value] : impl_->options.headers) req.set(name, value);
+    char time[32];
+    std::snprintf(time, sizeof time, "%.3f", at);
+    req.body() = "query=" + form_encode(promql) + "&time=" + time;
+    req.prepare_payload();
+    exchange->labels = std::move(labels);
+    exchange->done = std::move(done);
+    exchange->run();
+  };
+  if (impl_->ssl) {
+    using Stream = beast::ssl_stream<beast::tcp_stream>;
+    auto e =
+        std::make_shared<Exchange<Stream>>(impl_, std::make_unique<Stream>(impl_->io, *impl_->ssl));
+    fill(e);
+  } else {
+    using Stream = beast::tcp_stream;
+    auto e = std::make_shared<Exchange<Stream>>(impl_, std::make_unique<Stream>(impl_->io));
+    fill(e);
+  }
+}
+
+}  // namespace ibfabric::query

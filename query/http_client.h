@@ -1,0 +1,60 @@
+#pragma once
+// Instant queries against a Prometheus-compatible query API (Prometheus, VictoriaMetrics,
+// Thanos Query, Mimir), on the caller's io_context: a POST to <url>/api/v1/query per query, a
+// connection of its own each (the queries of one evaluation run side by side), a deadline on
+// the whole exchange. http and https (the system's CA store, the host name checked).
+
+#include "query/prometheus_json.h"
+
+#include <boost/asio/io_context.hpp>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace ibfabric::query {
+
+struct ClientOptions {
+  std::string url;  // http[s]://host[:port][/path prefix]
+  std::chrono::milliseconds timeout{8000};
+  std::vector<std::pair<std::string, std::string>> headers;  // e.g. X-Scope-OrgID for Mimir
+  std::size_t body_limit = std::size_t{1} << 30;
+};
+
+struct QueryResult {
+  std::string error;  // "" on success: what failed, where
+  std::vector<Series> series;
+  std::chrono::nanoseconds duration{0};
+  std::size_t bytes = 0;
+};
+
+class PrometheusClient {
+ public:
+  // Throws std::invalid_argument for a URL it cannot use, saying why.
+  PrometheusClient(boost::asio::io_context& io, ClientOptions options);
+  ~PrometheusClient();
+
+  // Evaluates `promql` at `at` (Unix seconds); `done` runs on the io_context with the values of
+  // `labels` of every series. Parsing runs there too: a large result is parsed off the loop by
+  // the caller's choice of io_context (ibfabric-localize gives it one of its own).
+  void query(const std::string& promql, double at, std::vector<std::string> labels,
+             std::function<void(QueryResult)> done);
+
+  const std::string& url() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+// Throws std::invalid_argument, saying why, for a URL PrometheusClient cannot use.
+void check_url(const std::string& url);
+
+// `text` percent-encoded as application/x-www-form-urlencoded wants it.
+std::string form_encode(const std::string& text);
+
+}  // namespace ibfabric::query
