@@ -19,6 +19,11 @@ every second) and is scraped once at the end, --rounds times, alternating. Each 
 --added names metric families the later build adds on purpose (matched whole, as a regular
 expression): their series may be only in AFTER, and are counted apart.
 
+--sa-rmpp preloads bench/sa_rmpp (libsa_rmpp.so of --build) in every process of the fabric, so
+that the SA's tables arrive whole (the shim carries no RMPP; bench/fabric_sweep.py --sa-rmpp):
+a build that reads PortInfo from the SA's PortInfoRecord table is then compared with its reading
+by SMP.
+
 Prints the series only one side has and the values that differ beyond what is ignored; exits 1
 when there is any, 0 when the two builds export the same.
 """
@@ -34,7 +39,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
-from simfabric import SimFabric  # noqa: E402
+sys.path.insert(0, HERE)
+
+from fabric_sweep import make_fabric  # noqa: E402
 
 HOST = "gpu-node-01 mlx5_0"
 PEERS = ("gpu-node-02 mlx5_0", "gpu-node-03 mlx5_0")
@@ -114,12 +121,17 @@ def main():
     parser.add_argument("--seconds", type=float, default=15)
     parser.add_argument("--added", default=None,
                         help="families AFTER adds on purpose (a regular expression)")
+    parser.add_argument("--sa-rmpp", action="store_true",
+                        help="RMPP for SA tables on the simulator (bench/sa_rmpp)")
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"),
+                        help="where libsa_rmpp.so is (--sa-rmpp)")
     args = parser.parse_args()
     added = 0
     with open(os.path.join(ROOT, "config", "demo", "fabric.topo")) as f:
         topology = f.read()
     problems = []
-    with SimFabric(topology, text=True, name="expodiff", sm_host="sm-node mlx5_0") as fabric:
+    with make_fabric(topology, "expodiff", args.build, args.sa_rmpp, text=True,
+                     sm_host="sm-node mlx5_0") as fabric:
         conf = config(fabric.workdir)
         for round_ in range(args.rounds):
             runs = {}

@@ -42,20 +42,23 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
 import ibfabric_testlib  # noqa: E402
-from fabric_sweep import (HOST, MadCounter, median_steady_sweep, metric, switches,  # noqa: E402
-                         wait_whole_sweep)
+from fabric_sweep import (HOST, MadCounter, make_fabric, median_steady_sweep,  # noqa: E402
+                         metric, switches, wait_whole_sweep)
 from gen_fattree import fattree  # noqa: E402
-from simfabric import SHIM, SimFabric  # noqa: E402
+from simfabric import SHIM  # noqa: E402
 
 
 class Runner:
-    def __init__(self, fabric, lib):
+    def __init__(self, fabric, lib, rmpp=None):
         self.f = fabric
         self.lib = lib
+        self.rmpp = rmpp
 
     def env(self, us):
         env = self.f.env(HOST)
         env["LD_PRELOAD"] = self.lib + " " + SHIM  # the model first: it wraps the shim
+        if self.rmpp:  # RMPP outside the model: it reassembles the segments the model released
+            env["LD_PRELOAD"] = self.rmpp + " " + env["LD_PRELOAD"]
         env["IBFABRIC_SWITCH_LATENCY_US"] = str(us)
         env["IBFABRIC_SWITCH_LATENCY_REPORT"] = "1"  # its own lateness, on stderr at exit
         return env
@@ -114,10 +117,11 @@ def run_once(runner, daemon, config, us):
         t, "ibfabric_fabric_discovery_duration_seconds"), lateness(r.stderr)[0]
 
 
-def run_steady(runner, config, us):
-    """median_steady_sweep() of a daemon with `config` under the model at `us`."""
+def run_steady(runner, config, us, binary=None):
+    """median_steady_sweep() of a daemon with `config` under the model at `us` (`binary`: another
+    ibfabricd than the build's)."""
     with ibfabric_testlib.Daemon(["--config", config, "--log.level", "debug"],
-                                 env=runner.env(us), cwd=runner.f.workdir) as d:
+                                 env=runner.env(us), cwd=runner.f.workdir, binary=binary) as d:
         return median_steady_sweep(d)
 
 
@@ -129,6 +133,14 @@ def main():
     p.add_argument("--perfquery-sample", type=int, default=30)
     p.add_argument("--no-default-rate", action="store_true",
                    help="skip the steady sweep with the default rate limit")
+    p.add_argument("--sa-rmpp", action="store_true",
+                   help="RMPP for SA tables on the simulator (bench/sa_rmpp) in every process, "
+                        "as bench/fabric_sweep.py --sa-rmpp")
+    p.add_argument("--no-caps", action="store_true",
+                   help="skip the steady sweep with 4x the in-flight caps")
+    p.add_argument("--baseline", default=None,
+                   help="another ibfabricd binary whose --once and steady sweep run beside the "
+                        "build's in every round")
     a = p.parse_args()
     latencies = [float(x) for x in a.latencies_us.split(",")]
     daemon = os.path.join(a.build, "daemon", "ibfabricd")
@@ -140,9 +152,9 @@ def main():
             sys.exit("missing %s: build first (cmake --build %s)" % (b, a.build))
 
     rng = random.Random(1)
-    with SimFabric(fattree(), name="latency") as f:
+    with make_fabric(fattree(), "latency", a.build, a.sa_rmpp) as f:
         f.wait_ready(hosts=[HOST])
-        runner = Runner(f, lib)
+        runner = Runner(f, lib, f.preload if a.sa_rmpp else None)
         wait_whole_sweep(f, daemon, runner.env(0))
         sw = switches(f)
         ports = [(lid, n) for lid, count in sw for n in range(1, count + 1)]
@@ -192,7 +204,8 @@ def main():
 
         res = {us: {k: [] for k in ("iqe", "iqe_net", "pq", "once_wall", "once_coll",
                                     "once_disc", "steady", "steady_caps", "iqe_late",
-                                    "once_late")} for us in latencies}
+                                    "once_late", "b_once_wall", "b_steady")}
+               for us in latencies}
         steady_mads = None
         for rnd in range(a.rounds):
             for us in latencies:
@@ -220,7 +233,17 @@ def main():
                 r["once_disc"].append(disc)
                 st, steady_mads = run_steady(runner, configs["steady"], us)
                 r["steady"].append(st)
-                r["steady_caps"].append(run_steady(runner, configs["steady-caps"], us)[0])
+                if not a.no_caps:
+                    r["steady_caps"].append(run_steady(runner, configs["steady-caps"], us)[0])
+                else:
+                    r["steady_caps"].append(float("nan"))
+                if a.baseline:
+                    b_wall, _, _, _ = run_once(runner, a.baseline, configs["once"], us)
+                    r["b_once_wall"].append(b_wall)
+                    r["b_steady"].append(run_steady(runner, configs["steady"], us,
+                                                    a.baseline)[0])
+                    print("  baseline %s, S=%g us: --once process %.3fs, steady sweep %.3fs" % (
+                        a.baseline, us, b_wall, r["b_steady"][-1]))
                 print("round %d, S=%g us: ibqueryerrors %.3fs (%.3fs without the model's "
                       "lateness), perfquery loop %.1fs, --once %.3fs (collector %.3fs, discovery "
                       "%.3fs), steady sweep %.3fs (caps x4: %.3fs)" % (
@@ -249,6 +272,18 @@ def main():
                   m["iqe_net"] / m["steady"], m["iqe"] / m["once_wall"],
                   "%.2f s (%.0f MADs/s)" % (dr[0], dr[1] / dr[0]) if dr else "-",
                   m["iqe_late"], m["once_late"]))
+    if a.baseline:
+        print("baseline %s, same rounds:" % a.baseline)
+        print("| S per MAD | baseline --once process | baseline steady sweep | ibqueryerrors / "
+              "baseline steady (without lateness) | ibqueryerrors / baseline --once | baseline / "
+              "this build, steady |")
+        print("|---|---|---|---|---|---|")
+        for us in latencies:
+            m = {k: statistics.median(v) for k, v in res[us].items() if v}
+            print("| %g us | %.3f s | %.3f s | %.1fx (%.1fx) | %.2fx | %.2fx |" % (
+                us, m["b_once_wall"], m["b_steady"], m["iqe"] / m["b_steady"],
+                m["iqe_net"] / m["b_steady"], m["iqe"] / m["b_once_wall"],
+                m["b_steady"] / m["steady"]))
     print("lateness: how long after its due time the model handed an answer out (this "
           "machine's wake-up delay). ibqueryerrors waits for each answer in turn, so its "
           "lateness adds up; the daemon's answers overlap, its figures are upper bounds.")

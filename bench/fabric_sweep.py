@@ -22,6 +22,16 @@ In one run, on one fabric, alternating every round, it times:
 Then the daemon with the default engine config (rate limit 2000 MADs/s). Prints medians,
 MADs per second and ratios.
 
+With --sa-rmpp every process on the fabric (opensm, the daemons, the tools) runs with
+bench/sa_rmpp (libsa_rmpp.so, built by CMake) preloaded in front of ibsim's shim: RMPP for SA
+tables, which the shim does not carry, so that the SA's PortInfoRecord table reaches the daemon
+whole, as it does on a host (docs/design.md, "What each sweep asks"). Without it the table is
+cut to its first segment and every switch port's PortInfo is asked by SMP.
+
+With --baseline BINARY (another ibfabricd build, e.g. an older commit's), each round also runs
+that binary's --once and steady sweep in the same alternation, so that a change is measured
+beside what it replaces on the same fabric and machine load.
+
 And the floor under `--once`: ibsim serves one MAD at a time on one thread, so no client can
 finish before ibsim has spent its CPU time on that client's MADs (read from
 /proc/IBSIM/task/*/schedstat around each --once run and each ibqueryerrors run), nor before a
@@ -29,6 +39,7 @@ shim process has started: `sminfo` (one MAD) is timed as the smallest such proce
 their sum; ibqueryerrors / floor is the most any client sending --once's MADs could gain.
 
     bench/fabric_sweep.py [--build build] [--rounds 5] [--perfquery-sample 200]
+                          [--baseline OTHER/ibfabricd] [--sa-rmpp]
 """
 
 import argparse
@@ -45,7 +56,32 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 
 from gen_fattree import fattree  # noqa: E402
-from simfabric import SimFabric  # noqa: E402
+from simfabric import SHIM, SimFabric  # noqa: E402
+
+
+class RmppSimFabric(SimFabric):
+    """A SimFabric whose every process (opensm included) has `preload` in front of the shim."""
+
+    def __init__(self, *args, preload, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.preload = preload
+
+    def env(self, host, shim=True, base=None):
+        env = super().env(host, shim, base)
+        if shim:
+            env["LD_PRELOAD"] = self.preload + " " + env["LD_PRELOAD"]
+        return env
+
+
+def make_fabric(topology, name, build, sa_rmpp, **kwargs):
+    """The bench's fabric (kwargs: SimFabric's): with `sa_rmpp`, every process has bench/sa_rmpp
+    preloaded."""
+    if not sa_rmpp:
+        return SimFabric(topology, name=name, **kwargs)
+    lib = os.path.join(build, "bench", "libsa_rmpp.so")
+    if not os.path.exists(lib):
+        sys.exit("missing %s: build first (cmake --build %s)" % (lib, build))
+    return RmppSimFabric(topology, name=name, preload=lib, **kwargs)
 
 HOST = "node-002 mlx5_0"
 OBSERVER = "node-003 mlx5_0"  # reads HOST's port counters, so its own MADs do not leave HOST
@@ -161,9 +197,11 @@ def median_steady_sweep(d, timeout=120):
                                % (1 + STEADY_SWEEPS, d.log()[-2000:]))
 
 
-def run_steady(fabric, config):
-    """median_steady_sweep() of a daemon with `config` (run with --log.level debug)."""
-    with fabric.daemon(["--config", config, "--log.level", "debug"], host=HOST) as d:
+def run_steady(fabric, config, binary=None):
+    """median_steady_sweep() of a daemon with `config` (run with --log.level debug); `binary`:
+    another ibfabricd than the build's."""
+    with fabric.daemon(["--config", config, "--log.level", "debug"], host=HOST,
+                       binary=binary) as d:
         return median_steady_sweep(d)
 
 
@@ -218,6 +256,10 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--perfquery-sample", type=int, default=200)
     p.add_argument("--default-rate-rounds", type=int, default=2)
+    p.add_argument("--baseline", default=None,
+                   help="another ibfabricd binary, run beside the build's in every round")
+    p.add_argument("--sa-rmpp", action="store_true",
+                   help="RMPP for SA tables on the simulator (bench/sa_rmpp) in every process")
     a = p.parse_args()
     daemon_bin = os.path.join(a.build, "daemon", "ibfabricd")
     os.environ["IBFABRICD"] = daemon_bin  # for the test library's Daemon
@@ -227,7 +269,7 @@ def main():
             sys.exit("missing %s: build first (cmake --build %s)" % (b, a.build))
 
     rng = random.Random(1)
-    with SimFabric(fattree(), name="bench") as f:
+    with make_fabric(fattree(), "bench", a.build, a.sa_rmpp) as f:
         f.wait_ready(hosts=[HOST])
         sw = switches(f)
         ports = [(lid, port) for lid, n in sw for port in range(1, n + 1)]
@@ -248,7 +290,9 @@ def main():
         print("fabric: %d switches, %d switch ports; %d rounds" % (len(sw), len(ports), a.rounds))
 
         res = {k: [] for k in ("d_wall", "d_coll", "d_sweep", "d_disc", "iqe", "pq", "cl",
-                               "st_sweep", "cl_st", "d_ibsim", "iqe_ibsim", "sminfo")}
+                               "st_sweep", "cl_st", "d_ibsim", "iqe_ibsim", "sminfo",
+                               "b_wall", "b_coll", "b_sweep", "b_st_sweep")}
+        base_mads = base_steady_mads = None
         steady_mads = None
         mads = None
         # How many MADs each contender sends, measured once (outside the timed rounds).
@@ -292,6 +336,16 @@ def main():
             st_sweep, steady_mads = run_steady(f, steady)
             res["st_sweep"].append(st_sweep)
             res["cl_st"].append(run_client(f, client_bin, targets, steady_mads))
+            if a.baseline:
+                b = run_daemon(f, a.baseline, unlimited)
+                base_mads = b["sweep_mads"]
+                res["b_wall"].append(b["wall"])
+                res["b_coll"].append(b["collector"])
+                res["b_sweep"].append(b["sweep"])
+                b_st, base_steady_mads = run_steady(f, steady, a.baseline)
+                res["b_st_sweep"].append(b_st)
+                print("  baseline %s: --once %.3fs (sweep %.3fs, process %.3fs), steady sweep "
+                      "%.3fs" % (a.baseline, b["collector"], b["sweep"], b["wall"], b_st))
             print("round %d: daemon %.3fs (sweep %.3fs, discovery %.3fs, process %.3fs), "
                   "steady sweep %.3fs, ibqueryerrors %.3fs, perfquery loop %.1fs (extrapolated), "
                   "client %.3fs / %.3fs"
@@ -305,7 +359,7 @@ def main():
                       "  fabric: {enabled: true, interval: 1s, rediscover_every: 1000}\n")
         dflt_steady = [run_steady(f, steady_default) for _ in range(a.default_rate_rounds)]
 
-    med = {k: statistics.median(v) for k, v in res.items()}
+    med = {k: statistics.median(v) for k, v in res.items() if v}
     print()
     print("medians over %d rounds (%d switch ports; --once sweep %d MADs, steady sweep %d MADs):"
           % (a.rounds, len(ports), mads, steady_mads))
@@ -333,6 +387,18 @@ def main():
     print("  daemon --once sweep / minimal client (same MADs): %.2fx" % (med["d_sweep"] / med["cl"]))
     print("  daemon steady sweep / minimal client (same MADs): %.2fx" % (
         med["st_sweep"] / med["cl_st"]))
+    if a.baseline:
+        print("baseline %s, same rounds (--once sweep %d MADs, steady sweep %d MADs):" % (
+            a.baseline, base_mads, base_steady_mads))
+        print("  --once: discovery + sweep %.3fs, sweep %.3fs, process %.3fs; steady sweep %.3fs"
+              % (med["b_coll"], med["b_sweep"], med["b_wall"], med["b_st_sweep"]))
+        print("  ibqueryerrors / baseline steady sweep:       %.2fx" % (
+            med["iqe"] / med["b_st_sweep"]))
+        print("  ibqueryerrors / baseline --once process:     %.2fx" % (
+            med["iqe"] / med["b_wall"]))
+        print("  baseline / this build: steady sweep %.2fx, --once process %.2fx, --once "
+              "collector %.2fx" % (med["b_st_sweep"] / med["st_sweep"],
+                                   med["b_wall"] / med["d_wall"], med["b_coll"] / med["d_coll"]))
     floor = med["d_ibsim"] + med["sminfo"]
     print("floor under --once (ibsim is one thread):")
     print("  ibsim CPU per --once run %.3fs, per ibqueryerrors run %.3fs; sminfo process %.3fs"

@@ -12,6 +12,12 @@ no rediscovery) for --seconds, --rounds times, alternating. Per sweep it reports
   ibsim     CPU of the simulator (it serves one MAD at a time, on one thread);
   switches  voluntary + involuntary context switches of the daemon's threads.
 
+Per binary it also prints the MADs of its sweep and its daemon CPU per MAD. With --client
+(bench/fabric_mad_client, built by CMake) it runs the minimal client each round too, the same
+number of PortCountersExtended Gets as the first binary's sweep, 16 in flight, and reads its CPU
+(user + system, from wait4) per MAD: the floor a MAD costs a process under the shim. With
+--sa-rmpp every process has bench/sa_rmpp preloaded (bench/fabric_sweep.py --sa-rmpp).
+
 Use it to compare an engine change with the build before it:
 
     git worktree add /tmp/before HEAD~1 && cmake -S /tmp/before -B /tmp/before/build -G Ninja \\
@@ -31,9 +37,22 @@ ROOT = os.path.dirname(HERE)
 sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 sys.path.insert(0, HERE)
 
-from fabric_sweep import HOST, SWEEP_DONE, cpu_seconds, wait_whole_sweep  # noqa: E402
+from fabric_sweep import (HOST, SWEEP_DONE, cpu_seconds, make_fabric, switches,  # noqa: E402
+                         wait_whole_sweep)
 from gen_fattree import fattree  # noqa: E402
-from simfabric import SimFabric  # noqa: E402
+
+
+def client_cpu(fabric, client, targets, count):
+    """CPU seconds (user + system) of one fabric_mad_client run of `count` Gets, 16 in flight."""
+    p = subprocess.Popen([client, "--targets", targets, "--count", str(count), "--in-flight", "16"],
+                         env=fabric.env(HOST), cwd=fabric.workdir, stdout=subprocess.PIPE,
+                         stderr=subprocess.DEVNULL)
+    out = p.stdout.read().decode()
+    _, status, usage = os.wait4(p.pid, 0)
+    p.returncode = status
+    if "ok=%d" % count not in out:
+        raise RuntimeError("client: " + out)
+    return usage.ru_utime + usage.ru_stime
 
 
 def context_switches(pid):
@@ -87,8 +106,14 @@ def main():
     p.add_argument("binaries", nargs="+")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--seconds", type=float, default=6)
+    p.add_argument("--client", default=None, help="bench/fabric_mad_client, run each round")
+    p.add_argument("--sa-rmpp", action="store_true",
+                   help="RMPP for SA tables on the simulator (bench/sa_rmpp) in every process")
+    p.add_argument("--build", default=os.path.join(ROOT, "build"), help="for --sa-rmpp")
     a = p.parse_args()
-    with SimFabric(fattree(), name="sweepcpu") as f:
+    if a.client:
+        a.client = os.path.abspath(a.client)  # it runs in the fabric's scratch directory
+    with make_fabric(fattree(), "sweepcpu", a.build, a.sa_rmpp) as f:
         f.wait_ready(hosts=[HOST])
         config = os.path.join(f.workdir, "steady.yaml")
         with open(config, "w") as out:
@@ -97,6 +122,12 @@ def main():
                       "  fabric: {enabled: true, interval: 300ms, rediscover_every: 1000000}\n")
         wait_whole_sweep(f, a.binaries[0], f.env(HOST))
         res = {b: [] for b in a.binaries}
+        client = []
+        targets = os.path.join(f.workdir, "targets")
+        if a.client:
+            with open(targets, "w") as out:
+                out.writelines("%d %d\n" % (lid, port) for lid, n in switches(f)
+                               for port in range(1, n + 1))
         for rnd in range(a.rounds):
             for b in a.binaries:
                 res[b].append(run(f, b, config, a.seconds))
@@ -105,16 +136,28 @@ def main():
                       "%.0f context switches per sweep" % (rnd + 1, b, x["sweeps"], x["wall"],
                                                            x["daemon"], x["ibsim"],
                                                            x["switches"]))
+            if a.client:
+                count = res[a.binaries[0]][-1]["mads"]
+                client.append(client_cpu(f, a.client, targets, count) / count)
+                print("round %d client: %.1f us CPU per MAD" % (rnd + 1, client[-1] * 1e6))
     print()
     print("medians over %d rounds, per sweep of %d MADs:"
           % (a.rounds, res[a.binaries[0]][0]["mads"]))
-    print("| binary | sweep wall | daemon CPU | ibsim CPU | context switches |")
-    print("|---|---|---|---|---|")
+    print("| binary | MADs per sweep | sweep wall | daemon CPU | daemon CPU per MAD | ibsim CPU | "
+          "context switches |")
+    print("|---|---|---|---|---|---|---|")
     for b in a.binaries:
         m = {k: statistics.median(x[k] for x in res[b]) for k in ("wall", "daemon", "ibsim",
-                                                                  "switches")}
-        print("| %s | %.4f s | %.4f s | %.4f s | %.0f |" % (b, m["wall"], m["daemon"], m["ibsim"],
-                                                         m["switches"]))
+                                                                  "switches", "mads")}
+        print("| %s | %d | %.4f s | %.4f s | %.1f us | %.4f s | %.0f |" % (
+            b, m["mads"], m["wall"], m["daemon"], m["daemon"] / m["mads"] * 1e6, m["ibsim"],
+            m["switches"]))
+    if client:
+        c = statistics.median(client)
+        print("minimal client: %.1f us CPU per MAD; daemon / client per MAD: %s" % (
+            c * 1e6, ", ".join("%.2fx" % (statistics.median(x["daemon"] / x["mads"]
+                                                            for x in res[b]) / c)
+                               for b in a.binaries)))
     return 0
 
 

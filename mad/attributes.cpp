@@ -105,6 +105,22 @@ PortInfo decode_port_info(const std::uint8_t* d) {
   return pi;
 }
 
+void for_each_port_info_record(const std::uint8_t* mad, std::size_t size,
+                               const std::function<void(const PortInfoRecord&)>& each) {
+  if (mad == nullptr || size <= IB_SA_DATA_OFFS) return;
+  // AttributeOffset counts 8-octet words; 0 means the table is empty.
+  std::size_t stride = 8u * static_cast<std::size_t>(get(mad, IB_SA_ATTROFFS_F));
+  if (stride < kPortInfoRecordSize - 4) return;  // at least RID and PortInfo
+  for (std::size_t at = IB_SA_DATA_OFFS; at + stride <= size; at += stride) {
+    const std::uint8_t* record = mad + at;
+    PortInfoRecord r;
+    r.lid = static_cast<std::uint16_t>(record[0] << 8 | record[1]);
+    r.port = record[2];
+    r.info = decode_port_info(record + 4);
+    each(r);
+  }
+}
+
 int operational_data_vls(int oper_vls) {
   switch (oper_vls) {
     case 1:

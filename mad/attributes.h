@@ -72,6 +72,21 @@ int operational_data_vls(int oper_vls);
 
 PortInfo decode_port_info(const std::uint8_t* data);
 
+// One record of the SA's PortInfoRecord table (attribute 0x12): EndPortLID, PortNum, Options,
+// then the port's PortInfo as the SM last read it (octets 4-67 of the 72-octet record).
+struct PortInfoRecord {
+  std::uint16_t lid = 0;  // EndPortLID: a switch's LID for each of its ports
+  int port = 0;
+  PortInfo info;
+};
+constexpr std::size_t kPortInfoRecordSize = 72;
+// Calls `each` with every record of an SA GetTableResp as the engine returns it (the whole MAD
+// buffer; an RMPP-reassembled table is as long as its records), decoded one at a time (a table
+// of 50,000 ports is not held decoded). Only whole records are read: a table cut short (the
+// simulator's shim carries no RMPP: its first segment only) gives those it holds.
+void for_each_port_info_record(const std::uint8_t* mad, std::size_t size,
+                               const std::function<void(const PortInfoRecord&)>& each);
+
 struct NodeInfo {
   std::uint64_t guid = 0;
   std::uint64_t port_guid = 0;

@@ -41,7 +41,9 @@ using Clock = std::chrono::steady_clock;
 // How long the receiver thread blocks in one umad_recv(): bounds how long closing a port waits.
 inline constexpr int kRecvSliceMs = 100;
 constexpr std::size_t kMinRecvBuffer = IB_MAD_SIZE;
-constexpr std::size_t kMaxRecvBuffer = 1 << 20;  // RMPP-reassembled SA tables
+// RMPP-reassembled SA tables: the PortInfoRecord table of a whole subnet is 72 octets a port
+// (4.3 MB at 50,000 switch ports and 10,000 HCAs).
+constexpr std::size_t kMaxRecvBuffer = 32u << 20;
 constexpr int kPermissiveLid = 0xffff;
 
 inline bool is_vendor_range2(std::uint8_t mgmt_class) {

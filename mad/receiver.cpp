@@ -643,6 +643,12 @@ void EngineImpl::receive_loop(boost::asio::io_context& io, std::weak_ptr<EngineI
     }
     std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(length, 0)), capacity);
     arrival.bytes.assign(mad, mad + n);
+    if (capacity > kMinRecvBuffer) {
+      // A large SA table (megabytes at 50,000 ports, once per sweep) is not kept room for
+      // between sweeps: the next one grows the buffer again.
+      capacity = kMinRecvBuffer;
+      std::vector<std::uint8_t>(umad_size() + capacity).swap(buf);
+    }
     boost::asio::post(io, [engine, addr, generation, arrival = std::move(arrival)]() mutable {
       if (auto e = engine.lock()) e->on_receive(addr, generation, std::move(arrival));
     });

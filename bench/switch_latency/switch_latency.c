@@ -29,7 +29,8 @@
 // Scope: the state is per process. A switch's CPU is also busy with the SM and with other
 // processes' queries; this model sees only the calling process's MADs, which is what a
 // benchmark of one tool at a time needs. Requests the process receives (not answers) pass at
-// once.
+// once. Answers of the SA (management class 0x03) pass at once too: the SA is the SM's host,
+// not a switch's agent.
 //
 // Mechanics: the shim hands out fake umad descriptors 1024-2047 and implements read, write and
 // poll on them. This library wraps those three (its symbols come first, the shim's are found
@@ -244,6 +245,9 @@ static int64_t release_time(const uint8_t* umad, size_t size, int64_t arrived) {
   if (size < kUmadHeader + 24) return arrived;
   const uint8_t* mad = umad + kUmadHeader;
   if (!(mad[3] & 0x80)) return arrived;  // a request to this process, not an answer
+  // The SA runs on the SM's host, not on a switch's management CPU: its answers (and the RMPP
+  // segments of a table, bench/sa_rmpp) are not held back.
+  if (mad[1] == 0x03) return arrived;
   uint64_t trid = get_be(mad + 12, 4);
   struct slot* s = &sent_table[trid & ((1u << kTableBits) - 1)];
   int64_t sent = arrived;  // an answer to nothing we saw sent: timed from its arrival

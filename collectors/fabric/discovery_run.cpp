@@ -113,7 +113,10 @@ void DiscoveryRun::port_info(
                             static_cast<std::uint32_t>(p)),
       [this, guid, p, route_of_node](const mad::Response& r) {
         const auto& route = *route_of_node;
-        if (route.empty()) topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
+        if (route.empty()) {
+          topology_->subnet_prefix = r.get64(IB_PORT_GID_PREFIX_F);
+          topology_->sm_lid = static_cast<std::uint16_t>(r.get(IB_PORT_SMLID_F));
+        }
         auto& infos = topology_->find(guid)->port_info;
         if (static_cast<std::size_t>(p) <= infos.size()) {
           infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());

@@ -60,6 +60,7 @@ std::size_t Topology::cable_count() const {
 
 void Topology::fill_unanswered(const Topology& previous) {
   if (!subnet_prefix) subnet_prefix = previous.subnet_prefix;
+  if (!sm_lid) sm_lid = previous.sm_lid;
   for (auto& [guid, node] : nodes_) {
     const Node* old = previous.find(guid);
     if (!old || old->type != node.type) continue;

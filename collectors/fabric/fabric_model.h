@@ -101,6 +101,9 @@ class Topology {
 
   // GID prefix of the local port discovery left through (its PortInfo); 0 when not read.
   std::uint64_t subnet_prefix = 0;
+  // That port's MasterSMLID: where the subnet administrator (SA) answers, whose PortInfoRecord
+  // table a steady sweep reads instead of a PortInfo SMP per port; 0 when not read.
+  std::uint16_t sm_lid = 0;
 
  private:
   // Whether this discovery read port `port` of `guid` and found its link not up.

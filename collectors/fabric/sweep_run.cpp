@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <utility>
 
 namespace ibfabric::fabric {
@@ -84,8 +85,97 @@ void SweepRun::begin() {
   for (const auto& family : *kept_.labels.info) out_.add_family(family);
   out_.adopt(kept_.labels.arena);
   launch([this] {
+    // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
+    // the SA's table when there is an SA to ask. The switches' counters are asked meanwhile.
+    if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
+      ask_port_info_records();
+    }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
   });
+}
+
+void SweepRun::ask_port_info_records() {
+  mad::Request req;
+  req.to = mad::Destination::to_lid(topology_->sm_lid);
+  req.mgmt_class = mad::kSubnAdm;
+  req.method = IB_MAD_METHOD_GET_TABLE;
+  req.attr_id = IB_SA_ATTR_PORTINFORECORD;
+  // No component mask: every port's record. The answer is as large as the table (RMPP): 4.3 MB
+  // at 50,000 switch ports, which an SM takes a while to build. One attempt, with time for it: a
+  // retry would have the SM build the whole table again, and a table that does not come costs
+  // only the SMPs of the ports (the switches wait for it, so a dead SA costs each sweep this).
+  req.timeout = kTableTimeout;
+  req.retries = 0;
+  sa_pending_ = true;
+  FanOut::ask(std::move(req), 0, [this, asked = Clock::now()](const mad::Response& r) {
+    auto lid = topology_->sm_lid;
+    kept_.note_result(
+        "sweep", "port_info_record", [lid] { return "sa lid " + std::to_string(lid); }, r);
+    std::size_t used = r.ok() ? use_port_info_records(r) : 0;
+    spdlog::debug("fabric: port info records sa_lid={} result={} octets={} used={} seconds={:.3f}",
+                  lid, mad::to_string(r.status), r.mad.size(), used, seconds_since(asked));
+    sa_pending_ = false;
+    // The switches started meanwhile: the PortInfo of the ports they have asked so far, then
+    // what the table held them back from.
+    for (auto i : std::exchange(sa_waiting_, {})) {
+      for (std::size_t idx = 0; idx < switches_[i].next_port; ++idx) port_info(i, idx);
+      --pending_[i];
+      ask_ports(i);
+      if (pending_[i] == 0) {
+        finish_switch(i);
+        start_next_switch();
+      }
+    }
+  });
+}
+
+std::size_t SweepRun::use_port_info_records(const mad::Response& r) {
+  sa_at_ = Clock::now();
+  std::size_t used = 0;
+  std::unordered_map<std::uint16_t, std::size_t> by_lid;
+  for (std::size_t i = 0; i < switches_.size(); ++i) {
+    if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
+  }
+  sa_info_.resize(switches_.size());
+  mad::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const mad::PortInfoRecord& rec) {
+    auto it = by_lid.find(rec.lid);
+    if (it == by_lid.end()) return;
+    auto& ports = sa_info_[it->second];
+    auto n = static_cast<std::size_t>(std::max(0, switches_[it->second].node->num_ports));
+    if (rec.port < 1 || static_cast<std::size_t>(rec.port) > n) return;
+    // The SM keeps no width and speed of a port whose link is not up (opensm's record reads 0),
+    // where the port's SMA answers what it last trained at: such a port is asked by SMP, so
+    // that the exposition does not depend on where its PortInfo came from.
+    if (rec.info.phys_state != kPhysLinkUp) return;
+    if (ports.size() < n) ports.resize(n);
+    ports[static_cast<std::size_t>(rec.port) - 1] = rec.info;
+    ++used;
+  });
+  return used;
+}
+
+void SweepRun::port_info(std::size_t i, std::size_t idx) {
+  auto& sw = switches_[i];
+  if (const auto* record = sa_record(i, idx)) {
+    sw.ports[idx].port_info = *record;
+    sw.ports[idx].port_info_at = sa_at_;
+    return;
+  }
+  auto port = [this, i, idx]() -> PortResult& { return switches_[i].ports[idx]; };
+  ask(
+      i, "port_info",
+      mad::Request::smp_get(mad::Destination::to_lid(sw.node->lid), IB_ATTR_PORT_INFO,
+                            static_cast<std::uint32_t>(idx + 1)),
+      [port](const mad::Response& r) {
+        port().port_info = mad::decode_port_info(r.data());
+        port().port_info_at = Clock::now();
+      },
+      [port](const mad::Response&) { port().failed = port().lost_info = true; });
+}
+
+const mad::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
+  if (i >= sa_info_.size() || idx >= sa_info_[i].size() || !sa_info_[i][idx]) return nullptr;
+  return &*sa_info_[i][idx];
 }
 
 void SweepRun::start_next_switch() {
@@ -124,6 +214,8 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
   emit_switch(out_, sw, now, ports_ok_, ports_failed_, ports_stale_);
   if (keep) remember(sw, now);
   std::vector<PortResult>().swap(sw.ports);
+  auto i = static_cast<std::size_t>(&sw - switches_.data());
+  if (i < sa_info_.size()) std::vector<std::optional<mad::PortInfo>>().swap(sa_info_[i]);
 }
 
 void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
@@ -176,6 +268,11 @@ void SweepRun::query_switch(std::size_t i) {
     for (auto& p : sw.ports) p.lose_all(kept_.optional.size());
     return;
   }
+  if (sa_pending_) {
+    // Not finished before the SA's table is in: its ports' PortInfo waits for it.
+    ++pending_[i];
+    sa_waiting_.push_back(i);
+  }
   if (auto it = kept_.pma_caps.find(sw.node->guid); it != kept_.pma_caps.end()) {
     sw.caps = it->second;
     query_ports(i);
@@ -222,17 +319,9 @@ void SweepRun::ask_ports(std::size_t i) {
       sw.ports[idx].port_info = sw.node->port_info[idx];
       sw.ports[idx].port_info_at = Clock::now();
       sw.answered = true;  // to this collection's discovery
-    } else {
-      ask(
-          i, "port_info",
-          mad::Request::smp_get(mad::Destination::to_lid(lid), IB_ATTR_PORT_INFO,
-                                static_cast<std::uint32_t>(p)),
-          [port](const mad::Response& r) {
-            port().port_info = mad::decode_port_info(r.data());
-            port().port_info_at = Clock::now();
-          },
-          [port](const mad::Response&) { port().failed = port().lost_info = true; });
-    }
+    } else if (!sa_pending_) {
+      port_info(i, idx);
+    }  // else when the SA's table is in (ask_port_info_records)
     if (mad::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));

@@ -1,11 +1,13 @@
 #pragma once
 // One sweep of the `fabric` collector over the shard's switches: ClassPortInfo once per switch
-// (cached until the next discovery), then PortInfo, PortCounters and/or PortCountersExtended of
+// (cached until the next discovery); every port's PortInfo from the SA's PortInfoRecord table
+// (one GetTable per sweep; from the discovery itself right after one), by an SMP of its own
+// only where the table has no record of it; then PortCounters and/or PortCountersExtended of
 // every port (and the optional attributes when on: error details, PortVLXmitWaitCounters), all
 // by LID, kSwitchesInFlight switches at a time and at most about kQueriesPerSwitch queries of
-// one switch out (docs/design.md, "Memory of the fabric sweep"). Builds the collection's result
-// switch by switch; a port's lost parts are taken from the last values the collector keeps
-// (keep_unread), and what it read is kept for the next.
+// one switch out (docs/design.md, "What each sweep asks" and "Memory of the fabric sweep").
+// Builds the collection's result switch by switch; a port's lost parts are taken from the last
+// values the collector keeps (keep_unread), and what it read is kept for the next.
 
 #include "collectors/collector.h"
 #include "collectors/fabric/across_runs.h"
@@ -15,6 +17,7 @@
 #include "mad/engine.h"
 #include "mad/fan_out.h"
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -88,12 +91,27 @@ class SweepRun : public mad::FanOut {
   // query costs about 1 KiB (request, callbacks, timer): 16 switches of 36 ports held 1,152
   // of them.
   static constexpr int kQueriesPerSwitch = 12;
+  // The SA's PortInfoRecord table is asked once, with this long to answer (ask_port_info_records).
+  static constexpr std::chrono::milliseconds kTableTimeout{2000};
 
  private:
   void begin();
 
   // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
   void start_next_switch();
+
+  // The SA's PortInfoRecord table (one GetTable to the SM's LID), asked as the sweep starts; the
+  // switches' counters are asked meanwhile, and a switch started before the table is in is not
+  // finished until it is. A record of a swept switch's port whose link is up is that port's
+  // PortInfo in this sweep; where there is none (the SA failed, left the port out, sent a table
+  // cut short, or the link is not up) the port's own SMP is asked.
+  void ask_port_info_records();
+  // Keeps the records of swept switches' ports whose link is up; returns how many.
+  std::size_t use_port_info_records(const mad::Response& r);
+  // Port index `idx` of switch `i`: its PortInfo from the SA's record, else by its own SMP.
+  void port_info(std::size_t i, std::size_t idx);
+  // The SA's record of port index `idx` of switch `i` in this sweep, if any.
+  const mad::PortInfo* sa_record(std::size_t i, std::size_t idx) const;
 
   // A switch whose queries have all settled goes into the result now and its answers are
   // freed, so that a sweep holds the raw answers of the switches in flight only. Not before
@@ -149,10 +167,16 @@ class SweepRun : public mad::FanOut {
   std::string discovery_error_;
   CompressInfo compress_info_;
   std::vector<SwitchResult> switches_;
-  std::vector<int> pending_;            // queries of each switch not settled yet
-  std::size_t next_switch_ = 0;         // the first switch not started
-  bool any_answered_ = false;           // some query of this sweep was answered
-  std::vector<std::size_t> held_back_;  // finished before any answer
+  // Per switch (switches_ order), per port (port - 1): the SA's PortInfoRecord of this sweep;
+  // a switch's are freed when it is emitted.
+  std::vector<std::vector<std::optional<mad::PortInfo>>> sa_info_;
+  TimePoint sa_at_;                      // when the SA answered
+  bool sa_pending_ = false;              // the SA's table is asked and not in yet
+  std::vector<std::size_t> sa_waiting_;  // switches started meanwhile
+  std::vector<int> pending_;             // queries of each switch not settled yet
+  std::size_t next_switch_ = 0;          // the first switch not started
+  bool any_answered_ = false;            // some query of this sweep was answered
+  std::vector<std::size_t> held_back_;   // finished before any answer
   // The result, built switch by switch as each one's queries settle.
   MetricsBuilder out_;
   int switches_answered_ = 0, ports_ok_ = 0, ports_failed_ = 0, ports_stale_ = 0;

@@ -378,30 +378,36 @@ class FakeFabric final : public mad::Engine {
         mad_set_array(data, 0, IB_NODE_DESC_F, text);
         break;
       }
-      case IB_ATTR_PORT_INFO: {
-        int port = static_cast<int>(q.attr_mod);
-        bool up = port == 0 || cables_.count({node->guid, port});
-        mad_set_field64(data, 0, IB_PORT_GID_PREFIX_F, kSubnetPrefix);
-        mad_set_field(data, 0, IB_PORT_LID_F, node->lid);
-        mad_set_field(data, 0, IB_PORT_LOCAL_PORT_F, static_cast<std::uint32_t>(port));
-        mad_set_field(data, 0, IB_PORT_STATE_F, up ? 4 : 1);       // Active / Down
-        mad_set_field(data, 0, IB_PORT_PHYS_STATE_F, up ? 5 : 2);  // LinkUp / Polling
-        port_info_extras(*node, data);
-        for (auto key : {std::pair{node->guid, std::optional<int>{port}},
-                         std::pair{node->guid, std::optional<int>{}}}) {
-          if (auto it = oper_vls_.find(key); it != oper_vls_.end()) {
-            mad_set_field(data, 0, IB_PORT_OPER_VLS_F, static_cast<std::uint32_t>(it->second));
-            break;
-          }
-        }
+      case IB_ATTR_PORT_INFO:
+        port_info(*node, static_cast<int>(q.attr_mod), data);
         break;
-      }
       default:
         r.status = mad::Status::mad_status;
         r.mad_status = 0x0c;  // unsupported attribute
         r.error = "unsupported attribute";
     }
     return r;
+  }
+
+  // PortInfo of port `port` of `node`, as its SMA answers it (and the SA's record holds it).
+  void port_info(const Node& node, int port, std::uint8_t* data) const {
+    bool up = port == 0 || cables_.count({node.guid, port});
+    mad_set_field64(data, 0, IB_PORT_GID_PREFIX_F, kSubnetPrefix);
+    mad_set_field(data, 0, IB_PORT_LID_F, node.lid);
+    mad_set_field(data, 0, IB_PORT_LOCAL_PORT_F, static_cast<std::uint32_t>(port));
+    mad_set_field(data, 0, IB_PORT_STATE_F, up ? 4 : 1);       // Active / Down
+    mad_set_field(data, 0, IB_PORT_PHYS_STATE_F, up ? 5 : 2);  // LinkUp / Polling
+    // 4X SDR, up or not: ibsim's SMA answers a down port's last width and speed too.
+    mad_set_field(data, 0, IB_PORT_LINK_WIDTH_ACTIVE_F, 2);
+    mad_set_field(data, 0, IB_PORT_LINK_SPEED_ACTIVE_F, 1);
+    port_info_extras(node, data);
+    for (auto key : {std::pair{node.guid, std::optional<int>{port}},
+                     std::pair{node.guid, std::optional<int>{}}}) {
+      if (auto it = oper_vls_.find(key); it != oper_vls_.end()) {
+        mad_set_field(data, 0, IB_PORT_OPER_VLS_F, static_cast<std::uint32_t>(it->second));
+        break;
+      }
+    }
   }
 
   // --- Answers for the paths, ports and sm run tests (their state: forward(), run_sm(),
@@ -480,13 +486,15 @@ class FakeFabric final : public mad::Engine {
   }
 
   // The SA, at the node of the master SM: the SMInfoRecord table (GetTable) of every SM
-  // running. Elsewhere, or for anything else, no answer.
+  // running, and the PortInfoRecord table (below). Elsewhere, or for anything else, no answer.
   mad::Response answer_sa(const mad::Request& q, const Node& node, mad::Response& r) const {
     auto master = sms_.find(node.guid);
     if (master == sms_.end() || !master->second.answers || master->second.state != 3 ||
-        q.attr_id != IB_SA_ATTR_SMINFORECORD || q.method != IB_MAD_METHOD_GET_TABLE) {
+        q.method != IB_MAD_METHOD_GET_TABLE) {
       return mad::Response{};
     }
+    if (q.attr_id == IB_SA_ATTR_PORTINFORECORD) return port_info_records(r);
+    if (q.attr_id != IB_SA_ATTR_SMINFORECORD) return mad::Response{};
     // SMInfoRecord: the SM's LID (16 bits; libibmad names no SMInfoRecord field, so it is
     // written as the big-endian word it is), 16 reserved bits, SMInfo; 28 octets padded to 32.
     constexpr std::size_t kRecord = 32;
@@ -503,6 +511,53 @@ class FakeFabric final : public mad::Engine {
     return r;
   }
 
+  // The PortInfoRecord table: a record per port of every node (a switch's port 0 too), in GUID
+  // and port order, each its PortInfo as port_info() answers it but for a port whose link is
+  // not up, whose width and speed read 0 (opensm's copy, seen under ibsim); as long as its
+  // records (at least one MAD), as the kernel hands over an RMPP-reassembled answer. Cut to the
+  // first `port_info_records_cut_` records when set (the simulator's shim carries an RMPP
+  // answer's first segment only).
+  mad::Response port_info_records(mad::Response& r) const {
+    constexpr std::size_t kRecord = 72;  // EndPortLID, PortNum, Options, PortInfo, 4 reserved
+    std::vector<std::pair<const Node*, int>> ports;
+    for (const auto& [guid, n] : nodes_) {
+      for (int p = n.type == IB_NODE_SWITCH ? 0 : 1; p <= n.ports; ++p) ports.emplace_back(&n, p);
+    }
+    if (port_info_records_cut_ && ports.size() > *port_info_records_cut_) {
+      ports.resize(*port_info_records_cut_);
+    }
+    // At least one MAD, as the engine pads a short SA answer.
+    r.mad.assign(std::max<std::size_t>(IB_SA_DATA_OFFS + kRecord * ports.size(), IB_MAD_SIZE), 0);
+    r.mad[1] = mad::kSubnAdm;
+    mad_set_field(r.mad.data(), 0, IB_SA_ATTROFFS_F, kRecord / 8);
+    std::size_t at = IB_SA_DATA_OFFS;
+    for (const auto& [n, p] : ports) {
+      r.mad[at] = static_cast<std::uint8_t>(n->lid >> 8);
+      r.mad[at + 1] = static_cast<std::uint8_t>(n->lid & 0xff);
+      r.mad[at + 2] = static_cast<std::uint8_t>(p);
+      auto* info = r.mad.data() + at + 4;
+      port_info(*n, p, info);
+      if (mad_get_field(info, 0, IB_PORT_PHYS_STATE_F) != 5) {
+        mad_set_field(info, 0, IB_PORT_LINK_WIDTH_ACTIVE_F, 0);
+        mad_set_field(info, 0, IB_PORT_LINK_SPEED_ACTIVE_F, 0);
+      }
+      at += kRecord;
+    }
+    ++port_info_record_tables;
+    return r;
+  }
+
+ public:
+  // PortInfoRecord tables the SA answered.
+  mutable int port_info_record_tables = 0;
+  // The SA's answers of the PortInfoRecord table hold only their first `records` records
+  // (nullopt: whole, the default).
+  void cut_port_info_records(std::optional<std::size_t> records) {
+    port_info_records_cut_ = records;
+  }
+
+ private:
+  std::optional<std::size_t> port_info_records_cut_;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::uint8_t>> lft_;
   std::map<std::uint64_t, int> lmc_;
   std::map<std::uint64_t, Sm> sms_;  // by the node they run on
