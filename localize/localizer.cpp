@@ -315,8 +315,8 @@ class Run {
   bool contradicted(std::uint32_t c, double rate) const {
     double fisher = 0;
     int n = 0;
-    double log_alpha = std::log(o_.contradiction_p * o_.contradiction_p /
-                                static_cast<double>(pairs_of_.size(c)));
+    double log_alpha =
+        std::log(o_.contradiction_p * o_.contradiction_p / static_cast<double>(pairs_of_.size(c)));
     for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
       if (excess(*p, rate)) continue;
       ++n;
