@@ -474,8 +474,8 @@ class Evaluator {
       out.counter("ibfabric_localize_evaluations_total", "Evaluations since start.", {},
                   static_cast<double>(evaluations));
       out.counter("ibfabric_localize_evaluation_failures_total",
-                  "Evaluations that made no verdict (a query failed, or the evidence is stale).", {},
-                  static_cast<double>(failures));
+                  "Evaluations that made no verdict (a query failed, or the evidence is stale).",
+                  {}, static_cast<double>(failures));
       auto snapshot = std::make_shared<Snapshot>();
       snapshot->families = std::move(out).take();
       publish_(std::move(snapshot), r);
