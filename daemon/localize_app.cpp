@@ -423,64 +423,72 @@ class Evaluator {
 
   void evaluate(double at, std::function<void()> then) {
     auto start = std::chrono::steady_clock::now();
-    reader_.read(at, [this, at, start, then = std::move(then)](query::Reading reading) {
-      EvaluationReport r;
-      r.at = at;
-      r.read_seconds =
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      if (reading.newest_sample > 0) r.evidence_age = std::max(0.0, at - reading.newest_sample);
-      ++evaluations;
-      if (!reading.errors.empty()) {
-        // By error, with the queries that met it (one store failing fails them all alike).
-        std::map<std::string, std::string> by_error;
-        for (const auto& [query, error] : reading.errors) {
-          auto& queries = by_error[error];
-          queries += (queries.empty() ? "" : ", ") + query;
-        }
-        for (const auto& [error, queries] : by_error) {
-          r.failure += (r.failure.empty() ? "" : "; ") + error + " (" + queries + ")";
-        }
-      } else if (r.evidence_age < 0) {
-        // No daemon probes (yet): nothing to name, which is no failure of the localizer
-        // (IbfabricDaemonAbsent covers daemons gone from the store).
-        if (!no_evidence_logged_) {
-          spdlog::info(
-              "msg=\"no probe evidence in the store (ibfabric_probe_node_info): nothing "
-              "to localize\"");
-          no_evidence_logged_ = true;
-        }
-      } else if (r.evidence_age >
-                 std::chrono::duration<double>(options_.max_evidence_age).count()) {
-        r.failure = "the newest probe sample is " +
-                    std::to_string(static_cast<long>(r.evidence_age)) +
-                    " s old (--evidence.max-age)";
-      }
-      r.reading = std::move(reading);
-      if (r.failure.empty()) {
-        auto t0 = std::chrono::steady_clock::now();
-        auto verdicts = localize::localize(r.reading.evidence);
-        r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts));
-        r.attribution_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        r.evaluated = true;
-      } else {
-        ++failures;
-        confirmer_ = localize::Confirmer();  // a gap: nothing held across it
-        after_gap_ = true;
-      }
-      log(r);
-      MetricsBuilder out;
-      add_evaluation_metrics(out, r);
-      out.counter("ibfabric_localize_evaluations_total", "Evaluations since start.", {},
-                  static_cast<double>(evaluations));
-      out.counter("ibfabric_localize_evaluation_failures_total",
-                  "Evaluations that made no verdict (a query failed, or the evidence is stale).",
-                  {}, static_cast<double>(failures));
-      auto snapshot = std::make_shared<Snapshot>();
-      snapshot->families = std::move(out).take();
-      publish_(std::move(snapshot), r);
-      then();
-    });
+    reader_.read(
+        at,
+        [this, at, start, then = std::move(then)](query::Reading reading) {
+          EvaluationReport r;
+          r.at = at;
+          r.read_seconds =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+          if (reading.newest_sample > 0) r.evidence_age = std::max(0.0, at - reading.newest_sample);
+          ++evaluations;
+          if (!reading.errors.empty()) {
+            // By error, with the queries that met it (one store failing fails them all alike).
+            std::map<std::string, std::string> by_error;
+            for (const auto& [query, error] : reading.errors) {
+              auto& queries = by_error[error];
+              queries += (queries.empty() ? "" : ", ") + query;
+            }
+            for (const auto& [error, queries] : by_error) {
+              r.failure += (r.failure.empty() ? "" : "; ") + error + " (" + queries + ")";
+            }
+          } else if (r.evidence_age < 0) {
+            // No daemon probes (yet): nothing to name, which is no failure of the localizer
+            // (IbfabricDaemonAbsent covers daemons gone from the store).
+            if (!no_evidence_logged_) {
+              spdlog::info(
+                  "msg=\"no probe evidence in the store (ibfabric_probe_node_info): nothing "
+                  "to localize\"");
+              no_evidence_logged_ = true;
+            }
+          } else if (r.evidence_age >
+                     std::chrono::duration<double>(options_.max_evidence_age).count()) {
+            r.failure = "the newest probe sample is " +
+                        std::to_string(static_cast<long>(r.evidence_age)) +
+                        " s old (--evidence.max-age)";
+          }
+          r.reading = std::move(reading);
+          if (r.failure.empty()) {
+            auto t0 = std::chrono::steady_clock::now();
+            auto verdicts = localize::localize(r.reading.evidence);
+            std::size_t suspects = verdicts.size();
+            r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts));
+            // A suspect not confirmed yet is judged again with fresh counters: they decide between
+            // a cable and its host before anything is named.
+            fresh_next_ = r.verdicts.size() < suspects;
+            r.attribution_seconds =
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+            r.evaluated = true;
+          } else {
+            ++failures;
+            confirmer_ = localize::Confirmer();  // a gap: nothing held across it
+            after_gap_ = true;
+          }
+          log(r);
+          MetricsBuilder out;
+          add_evaluation_metrics(out, r);
+          out.counter("ibfabric_localize_evaluations_total", "Evaluations since start.", {},
+                      static_cast<double>(evaluations));
+          out.counter(
+              "ibfabric_localize_evaluation_failures_total",
+              "Evaluations that made no verdict (a query failed, or the evidence is stale).", {},
+              static_cast<double>(failures));
+          auto snapshot = std::make_shared<Snapshot>();
+          snapshot->families = std::move(out).take();
+          publish_(std::move(snapshot), r);
+          then();
+        },
+        fresh_next_);
   }
 
   void log(const EvaluationReport& r) {
@@ -525,6 +533,7 @@ class Evaluator {
   std::thread thread_;
   std::string last_failure_;
   bool after_gap_ = false;
+  bool fresh_next_ = false;
   bool no_evidence_logged_ = false;
   std::set<std::string> named_;
 };

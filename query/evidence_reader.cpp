@@ -203,10 +203,10 @@ EvidenceReader::EvidenceReader(boost::asio::io_context& io, ClientOptions client
 
 EvidenceReader::~EvidenceReader() = default;
 
-void EvidenceReader::read(double at, std::function<void(Reading)> done) {
+void EvidenceReader::read(double at, std::function<void(Reading)> done, bool fresh) {
   auto state = state_;
   std::vector<Query> queries;
-  bool slow_now = state->reads++ % kSlowEvery == 0;
+  bool slow_now = state->reads++ % kSlowEvery == 0 || fresh;
   for (auto& q : fixed_queries(state->window)) {
     if (!q.slow || slow_now || !state->slow.count(q.name)) queries.push_back(std::move(q));
   }

@@ -35,8 +35,10 @@ class EvidenceReader {
                  std::chrono::seconds window = std::chrono::seconds(60));
   ~EvidenceReader();
 
-  // Reads the evidence as of `at` (Unix seconds); `done` runs on the io_context.
-  void read(double at, std::function<void(Reading)> done);
+  // Reads the evidence as of `at` (Unix seconds); `done` runs on the io_context. `fresh`: ask
+  // the slow queries (counters, congestion) now, whatever their schedule (a suspect waits on
+  // them to be confirmed).
+  void read(double at, std::function<void(Reading)> done, bool fresh = false);
 
   struct State;
 
