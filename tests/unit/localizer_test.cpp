@@ -472,9 +472,10 @@ TEST(Localizer, HostBesideABigFaultWithAFewStrayLossesIsNoCulprit) {
   EXPECT_EQ(verdicts(s), (Named{{cable("leaf-2", 3, "spine-1", 2)}}));
 }
 
-// A daemon whose own port fails its probes: its failures are not sent probes and not loss;
-// they are evidence about its host, and the real fault beside it is still named alone.
-TEST(Localizer, DaemonFailingLocallyIsNotNetworkLoss) {
+// A daemon whose own port fails its probes beside a real fault: its failures (trouble of its
+// own, not loss: the prober keeps them out of sent and lost, prober_test.cpp) do not make its
+// host a culprit, and the real fault is still named alone.
+TEST(Localizer, DaemonFailingLocallyBesideAFaultIsNotNamed) {
   Scenario s;
   s.dropping = {{downlink(2, 3), 0.3}};
   s.port_errors = {{"leaf-3", 4, "receive_errors"}};
