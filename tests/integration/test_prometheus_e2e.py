@@ -122,8 +122,8 @@ class PrometheusEndToEnd(unittest.TestCase):
             cls.prom.start()
             cls.localizer = Localizer(cls.prom.url(""), localizer_port)
             cls.localizer.start()
-            cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(NODES) + 1, 30,
-                              "the three daemons scraped")
+            cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(cls.daemons) + 1, 30,
+                              "the three daemons and the localizer scraped")
         except BaseException:
             cls.tearDownClass()
             raise
