@@ -13,6 +13,8 @@
 //
 //   fabric: [--peers 3] [--probes 60] [--hosts-per-leaf 40] [--leaves-per-pod 16] [--aggs 8]
 //           [--cores-per-agg 16] [--counter-probability 0.8]
+//   localizer options, to try other thresholds: [--min-gain 10] [--equal-fit 2] [--min-lost 4]
+//       [--min-lost-host 6]
 
 #include "localize/localizer.h"
 #include "tests/unit/synthetic_fabric.h"
@@ -48,6 +50,7 @@ struct Args {
   bool time = false;
   std::vector<std::uint32_t> time_hosts = {10000, 100000};
   std::uint32_t repeat = 5;
+  Options options;
 };
 
 [[noreturn]] void usage(const char* why) {
@@ -79,6 +82,10 @@ Args parse(int argc, char** argv) {
       {"--aggs", [&] { a.shape.aggs_per_pod = u32(); }},
       {"--cores-per-agg", [&] { a.shape.cores_per_agg = u32(); }},
       {"--counter-probability", [&] { a.settings.counter_probability = std::atof(value()); }},
+      {"--min-gain", [&] { a.options.min_gain = std::atof(value()); }},
+      {"--equal-fit", [&] { a.options.equal_fit = std::atof(value()); }},
+      {"--min-lost", [&] { a.options.min_lost = std::atof(value()); }},
+      {"--min-lost-host", [&] { a.options.min_lost_host = std::atof(value()); }},
       {"--time-hosts",
        [&] {
          a.time_hosts.clear();
@@ -164,7 +171,7 @@ int run_scenarios(const Args& a) {
   const FatTree tree(a.shape);
   const std::vector<Pair> pairs = make_pairs(tree, a.settings, a.seed);
   const PairIndex index(tree, pairs);
-  const Options options;
+  const Options& options = a.options;
   print_fabric(tree, pairs, a.settings);
   std::printf("seed %llu, %s\n", static_cast<unsigned long long>(a.seed),
               a.only ? ("scenario " + std::to_string(*a.only)).c_str()
@@ -226,8 +233,9 @@ int run_scenarios(const Args& a) {
           for (Component c : components_of(su))
             names += (names.empty() ? "" : ", ") + describe(tree, c);
         }
-        std::printf("    verdict %s: %s (%zu pairs, %.0f lost, %.0f late)\n", v.cause.c_str(),
-                    names.c_str(), v.pairs.size(), v.lost, v.late);
+        std::printf("    verdict %s: %s (%zu pairs, %.0f lost, %.0f late)\n      why: %s\n",
+                    v.cause.c_str(), names.c_str(), v.pairs.size(), v.lost, v.late,
+                    v.why.c_str());
       }
     }
   }
@@ -287,7 +295,7 @@ void time_one(const Args& a, std::uint32_t hosts) {
   for (std::uint32_t i = 0; i < a.repeat; ++i) {
     const auto t1 = std::chrono::steady_clock::now();
     const double c1 = cpu_seconds();
-    verdicts = localize(s.evidence).size();
+    verdicts = localize(s.evidence, a.options).size();
     cpus.push_back(cpu_seconds() - c1);
     walls.push_back(seconds_since(t1));
   }

@@ -177,12 +177,16 @@ class Run {
   // A host's own cables (one end is the host) that count errors or discards.
   bool host_cable_counted(HostId h) const { return host_cable_counted_[h]; }
 
-  // Which hosts' own cables (one end is the host) count errors or discards, at either end: once
-  // per evaluation, by GUID.
+  // Which cables are a host's own (one end is the host), and which hosts' count errors or
+  // discards, at either end: once per evaluation, by GUID.
   void index_counted_cables() {
     std::unordered_map<std::uint64_t, HostId> by_guid;
     for (HostId h = 0; h < e_.hosts.size(); ++h) by_guid.emplace(e_.hosts[h].guid, h);
     host_cable_counted_.assign(e_.hosts.size(), false);
+    host_cable_.assign(e_.cables.size(), false);
+    for (CableId c = 0; c < e_.cables.size(); ++c) {
+      host_cable_[c] = by_guid.count(e_.cables[c].a.guid) || by_guid.count(e_.cables[c].b.guid);
+    }
     auto mark = [&](std::uint64_t guid) {
       auto it = by_guid.find(guid);
       if (it != by_guid.end()) host_cable_counted_[it->second] = true;
@@ -364,6 +368,7 @@ class Run {
         if (excused(c)) continue;
         Score s = score(c);
         if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) continue;
+        if (s.lost < o_.min_lost_host && of_one_host(c, s.rate) && !own_evidence(c)) continue;
         // Significant beyond what is named: its fit is a likelihood ratio against "not it",
         // over the pairs it keeps, beside the named culprits' loss.
         if (s.gain < o_.min_gain) continue;
@@ -451,6 +456,30 @@ class Run {
 
   bool excused(std::uint32_t c) const {
     return !is_link(c) && !host_trouble_own(host_of(c)) && host_cable_counted(host_of(c));
+  }
+
+  // Whether its evidence is one host's: it is a host, a cable with a host at one end, or all
+  // its pairs that lose (at `rate`) are one host's.
+  bool of_one_host(std::uint32_t c, double rate) const {
+    if (!is_link(c) || host_cable_[cable_of(c)]) return true;
+    HostId common[2] = {0, 0};
+    int n = -1;  // -1: no pair seen yet
+    for (std::uint32_t p : lossy_set(c, rate)) {
+      const Pair& pair = e_.pairs[p];
+      if (n < 0) {
+        common[0] = pair.prober;
+        common[1] = pair.peer;
+        n = 2;
+        continue;
+      }
+      int kept = 0;
+      for (int i = 0; i < n; ++i) {
+        if (common[i] == pair.prober || common[i] == pair.peer) common[kept++] = common[i];
+      }
+      n = kept;
+      if (n == 0) return false;
+    }
+    return n > 0;
   }
 
   bool own_evidence(std::uint32_t c) const {
@@ -731,7 +760,7 @@ class Run {
   const Options& o_;
   std::uint32_t links_ = 0, candidates_ = 0;
   Csr pairs_of_;
-  std::vector<bool> traced_, host_cable_counted_;
+  std::vector<bool> traced_, host_cable_counted_, host_cable_;
   std::vector<double> kept_, res_sent_, res_lost_;
   std::map<std::uint32_t, double> named_rate_;
   std::set<std::uint32_t> spent_;

@@ -48,6 +48,11 @@ struct Options {
   // Loss: a culprit explains at least this many lost probes, at more than this rate.
   double min_lost = 4;
   double min_loss_rate = 0.005;
+  // ... and one whose evidence is one host's (the host, its own cable, or a cable whose pairs
+  // that lose are all that host's) with no evidence of its own (trouble of its daemon, errors
+  // counted at the cable's ends) at least this many: the stray losses of the handful of pairs
+  // one host has look like a 1 % fault at 4 or 5 probes, and page for nothing.
+  double min_lost_host = 6;
   // ... and its fit, the log-likelihood ratio of its pairs' loss with it dropping at its rate
   // against without (beside the culprits named before it), is at least this: e^10, about
   // 22,000 to 1, so that the thousands of candidates of a large fabric name no chance run.

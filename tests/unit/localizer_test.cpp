@@ -92,6 +92,7 @@ struct Scenario {
   std::set<std::string> tick_unknown;            // switches whose ports wait in ticks per word
   bool everyone_late = false;
   double spikes = 2;  // late a sample, of a pair crossing a congested port
+  double probes = kProbes;  // a pair, a sample
 };
 
 class Fabric {
@@ -123,7 +124,7 @@ class Fabric {
       }
       auto r = s.dropping_responder.find(peer);
       if (r != s.dropping_responder.end()) kept *= 1 - r->second;
-      double lost = std::round(kProbes * (1 - kept)) + value(s.lossy_pairs, PairName{prober, peer});
+      double lost = std::round(s.probes * (1 - kept)) + value(s.lossy_pairs, PairName{prober, peer});
       if (s.lucky_pairs.count({prober, peer})) lost = s.lucky_pairs.at({prober, peer});
       double late = value(s.late_pairs, PairName{prober, peer});
       if (s.stalled.count(peer) || s.long_stalled.count(peer)) late += 3;
@@ -136,7 +137,7 @@ class Fabric {
           break;
         }
       }
-      pair.sent = kProbes * kSamples;
+      pair.sent = s.probes * kSamples;
       pair.lost = lost * kSamples;
       pair.late = late * kSamples;
       e.pairs.push_back(std::move(pair));
@@ -470,6 +471,25 @@ TEST(Localizer, HostBesideABigFaultWithAFewStrayLossesIsNoCulprit) {
   s.port_errors = {{"leaf-2", 3, "receive_errors"}};
   s.lossy_pairs = {{{"h1", "h2"}, 1}, {{"h2", "h1"}, 1}};  // h1's pairs on its own leaf
   EXPECT_EQ(verdicts(s), (Named{{cable("leaf-2", 3, "spine-1", 2)}}));
+}
+
+// Host noise: a few stray losses on the handful of pairs of one host look like a 1 % fault on
+// its cable. Without evidence of its own (its cable's counters, its daemon's trouble) it needs
+// min_lost_host lost probes, not min_lost; with its port counting errors, 5 are enough.
+TEST(Localizer, AFewStrayLossesOfOneHostAreNamedOnlyWithEvidenceOfItsOwn) {
+  Scenario s;
+  s.probes = 10;  // a probe a second: 60 a pair in the minute
+  s.pairs = {{"h3", "h1"}, {"h3", "h5"}, {"h2", "h3"}, {"h4", "h3"}};
+  // Lost in the minute: 1, 2, 1 and 1 (a sample's share of it).
+  s.lossy_pairs = {
+      {{"h3", "h1"}, 1 / kSamples}, {{"h3", "h5"}, 2 / kSamples}, {{"h2", "h3"}, 1 / kSamples},
+      {{"h4", "h3"}, 1 / kSamples}};
+  EXPECT_EQ(verdicts(s), Named{});
+  s.lossy_pairs[{"h4", "h3"}] = 2 / kSamples;  // 6 lost: as many as min_lost_host asks for
+  EXPECT_EQ(verdicts(s), (Named{{cable("leaf-2", 1, "h3", 1), host("h3")}}));
+  s.lossy_pairs[{"h4", "h3"}] = 1 / kSamples;
+  s.port_errors = host_errors("h3");
+  EXPECT_EQ(verdicts(s), (Named{{cable("leaf-2", 1, "h3", 1)}}));
 }
 
 // A daemon whose own port fails its probes beside a real fault: its failures (trouble of its
