@@ -33,20 +33,26 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    ibfabric::App app(std::move(options));
-    int code = app.run();
-    if (std::size_t stuck = app.runs_in_flight(); stuck > 0) {
-      // A collector thread is still in a read that may never return (a hung sysfs file). It
-      // cannot be joined or cancelled, and destructors would free what it still uses: end
-      // the process here, after flushing what was written.
-      spdlog::warn(
-          "msg=\"exiting without waiting for collector runs that have not returned\" "
-          "collectors={}",
-          stuck);
-      spdlog::default_logger()->flush();
-      std::cout.flush();
-      std::_Exit(code);
+    int code = 0;
+    {
+      ibfabric::App app(std::move(options));
+      code = app.run();
+      if (std::size_t stuck = app.runs_in_flight(); stuck > 0) {
+        // A collector thread is still in a read that may never return (a hung sysfs file). It
+        // cannot be joined or cancelled, and destructors would free what it still uses: end
+        // the process here, after flushing what was written.
+        spdlog::warn(
+            "msg=\"exiting without waiting for collector runs that have not returned\" "
+            "collectors={}",
+            stuck);
+        spdlog::default_logger()->flush();
+        std::cout.flush();
+        std::_Exit(code);
+      }
     }
+    // Everything of ours is torn down: what fails after this line is an exit handler of a
+    // library (the simulator's shim has one that a late MAD can crash, test_start_under_probes).
+    spdlog::info("msg=\"exiting\" code={}", code);
     return code;
   } catch (const std::exception& e) {
     spdlog::critical("msg=\"fatal error\" error=\"{}\"", e.what());

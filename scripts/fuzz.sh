@@ -10,7 +10,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 seconds=${1:-20}
-targets=${IBFABRIC_FUZZ_TARGETS:-"config web_config sysfs_parse mad_decode netlink prometheus_json"}
+# Every target tests/fuzz/CMakeLists.txt builds, unless told otherwise: a target added there is
+# fuzzed without a second list to keep.
+all_targets=$(sed -n 's/^set(fuzz_targets \(.*\))$/\1/p' "$root/tests/fuzz/CMakeLists.txt")
+if [[ -z "$all_targets" ]]; then
+  echo "!! no 'set(fuzz_targets ...)' line in tests/fuzz/CMakeLists.txt" >&2
+  exit 2
+fi
+targets=${IBFABRIC_FUZZ_TARGETS:-$all_targets}
 build=${IBFABRIC_FUZZ_BUILD:-$root/build-fuzz}
 
 echo "== fuzz build (clang, libFuzzer + ASan + UBSan) in $build"
@@ -27,9 +34,9 @@ cmake --build "$build" -j "$(nproc)" --target fuzzers
 work=$(mktemp -d "${TMPDIR:-/tmp}/ibfabric-fuzz.XXXXXX")
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-failed=()
-for t in $targets; do
-  echo "== fuzz $t for ${seconds}s"
+# One target per core at a time (each is one process): on 2 cores 7 targets of 20 s take 80 s.
+fuzz_one() {
+  local t=$1
   mkdir -p "$work/$t/corpus" "$work/$t/artifacts"
   cp "$root/tests/fuzz/corpus/$t/"* "$work/$t/corpus/"
   if [[ -d "$root/tests/fuzz/regressions/$t" ]]; then
@@ -38,20 +45,43 @@ for t in $targets; do
   if ! "$build/tests/fuzz/fuzz_$t" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 -artifact_prefix="$work/$t/artifacts/" "$work/$t/corpus" \
       >"$work/$t/log" 2>&1; then
-    tail -n 60 "$work/$t/log"
-    echo "!! fuzz_$t failed; log: $work/$t/log"
-    for a in "$work/$t/artifacts/"*; do
-      [[ -e "$a" ]] || continue
-      echo "!! crash input: $a"
-      echo "   reproduce:  $build/tests/fuzz/fuzz_$t $a"
-      echo "   after fixing the bug, keep it as a regression test (replayed by ctest -L fuzz-replay):"
-      echo "     mkdir -p tests/fuzz/regressions/$t && cp $a tests/fuzz/regressions/$t/"
-    done
-    failed+=("$t")
+    {
+      tail -n 60 "$work/$t/log"
+      echo "!! fuzz_$t failed; log: $work/$t/log"
+      for a in "$work/$t/artifacts/"*; do
+        [[ -e "$a" ]] || continue
+        echo "!! crash input: $a"
+        echo "   reproduce:  $build/tests/fuzz/fuzz_$t $a"
+        echo "   after fixing the bug, keep it as a regression test (replayed by ctest -L fuzz-replay):"
+        echo "     mkdir -p tests/fuzz/regressions/$t && cp $a tests/fuzz/regressions/$t/"
+      done
+    } >"$work/$t/report"
+    touch "$work/$t/failed"
   else
-    grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' \
-      "$work/$t/log" || true
+    {
+      echo "== fuzz $t for ${seconds}s"
+      grep -E '^(#[0-9]+.*DONE|stat::number_of_executed_units|stat::average_exec_per_sec)' \
+        "$work/$t/log" || true
+    } >"$work/$t/report"
   fi
+}
+running=0
+for t in $targets; do
+  if [[ ! -x "$build/tests/fuzz/fuzz_$t" ]]; then
+    echo "!! no fuzz target $t in $build/tests/fuzz" >&2
+    exit 2
+  fi
+  fuzz_one "$t" &
+  if ((++running >= $(nproc))); then
+    wait -n
+    ((running--))
+  fi
+done
+wait
+failed=()
+for t in $targets; do
+  cat "$work/$t/report"
+  [[ -e "$work/$t/failed" ]] && failed+=("$t")
 done
 if ((${#failed[@]})); then
   echo "== fuzzing found problems in: ${failed[*]} (inputs and logs kept in $work)"

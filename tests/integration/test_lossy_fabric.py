@@ -159,7 +159,14 @@ class LossyFabricTest(unittest.TestCase):
             try:
                 start = runs(s)
                 failed_seen = stale_seen = scrapes = 0
+                # Six sweeps of 1 s under drops, each query retried at most twice: 90 s is
+                # far past what they take, and a sweep that stopped fails here, not at ctest's
+                # timeout.
+                deadline = time.monotonic() + 90
                 while runs(s) < start + 6:
+                    self.assertLess(time.monotonic(), deadline,
+                                    "6 sweeps under drops not done in 90 s (done: %d)"
+                                    % (runs(s) - start))
                     s = d.samples()
                     scrapes += 1
                     self.check_nothing_lost(s, base, "scrape %d under drops" % scrapes)

@@ -81,6 +81,7 @@ import random
 import shutil
 import signal
 import threading
+import traceback
 import time
 import unittest
 import urllib.request
@@ -231,8 +232,9 @@ class Scraper:
         # is absent from the scrapes, and why each absent one went.
         self._last = {}
         self._absent = {}
+        self.crash = None       # the traceback that ended the thread early, if one did
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread = threading.Thread(target=self._run_checked, daemon=True)
 
     def start(self):
         self._thread.start()
@@ -241,6 +243,14 @@ class Scraper:
     def stop(self):
         self._stop.set()
         self._thread.join(timeout=10)
+
+    def _run_checked(self):
+        # A scraper that dies quietly would leave a soak with nothing checked after it: the test
+        # fails on the traceback instead.
+        try:
+            self._run()
+        except BaseException:
+            self.crash = traceback.format_exc()
 
     def _run(self):
         next_at = time.monotonic()
@@ -807,7 +817,13 @@ class SoakTest(unittest.TestCase):
         self.assertEqual(scraper.regressions, [], "counters that went backwards")
         self.assertEqual(scraper.vanished, [], "counter series that vanished")
         self.assertEqual(len(scraper.starts) - 1, restarts[0], "restarts seen in the metrics")
-        self.assertGreater(scraper.ok, 0)
+        self.assertIsNone(scraper.crash, "the scrape thread died")
+        # Every SCRAPE_PERIOD a scrape, all but those of restart windows answered in time (a
+        # thread that stopped early would fall short).
+        expected = loop_seconds / SCRAPE_PERIOD
+        self.assertGreaterEqual(scraper.ok + scraper.excepted, 0.9 * expected,
+                                "scrapes made: %d of about %d" % (
+                                    scraper.ok + scraper.excepted, expected))
         compared = 0
         for pid, when, rss, fds, threads in measurements:
             if pid not in baselines:

@@ -23,8 +23,10 @@ its client slot stays free (ibsim has ten).
 What this test does not judge is how a daemon ends: a MAD that reaches a process while the shim's
 exit handler runs deadlocks that handler or crashes it (docs/design.md, "The MAD engine's port
 opens"), which a stop under probes meets now and then. Such a stop is ended with SIGKILL, its
-ibsim client slot is freed, and it is counted and printed, not failed. Skipped when
-IBFABRIC_SANITIZED=1: the sanitized suites start daemons under probes in test_probe_mad."""
+ibsim client slot is freed, and it is counted and printed, not failed, provided the daemon logged
+`msg="exiting"` first (everything of its own torn down: what failed is an exit handler after
+main). A stop that fails before that line fails the test. Skipped when IBFABRIC_SANITIZED=1: the
+sanitized suites start daemons under probes in test_probe_mad."""
 
 import os
 import random
@@ -38,8 +40,8 @@ import time
 import unittest
 
 from gen_fattree import fattree
-from ibfabric_testlib import find_samples, free_port
-from simfabric import SHIM, SimFabric
+from ibfabric_testlib import find_samples, free_port, require_tools
+from simfabric import SIM_TOOLS, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 LEAVES, SPINES, HCAS = 4, 2, 2  # eight hosts: seven daemons, one idle
@@ -51,8 +53,7 @@ SERVING = "mad: serving class 0x32"
 WINDOW = re.compile(r"first_access_to_registered_us=(\d+)")
 
 
-@unittest.skipUnless(shutil.which("ibsim") and shutil.which("opensm") and os.path.exists(SHIM),
-                     "needs ibsim-utils, opensm and infiniband-diags (scripts/install-deps.sh)")
+@require_tools(*SIM_TOOLS)
 @unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1",
                  "the release suite runs it; the sanitized suites start daemons under probes in "
                  "test_probe_mad")
@@ -135,6 +136,10 @@ class StartUnderProbes(unittest.TestCase):
         if code != 0:
             self.bad_exits.append("%s (%s)" % (self.names[i], code))
             self.fabric.reclaim_clients([d.process.pid])
+            if 'msg="exiting"' not in d.log():
+                self.fail("the daemon on %s stopped with %s before its own teardown ended (no "
+                          "msg=\"exiting\" in its log):\n%s" % (self.names[i], code,
+                                                              d.log()[-3000:]))
 
     def launch(self, indices, when):
         """Starts these daemons together, then waits until each serves the ping class."""
