@@ -1,7 +1,12 @@
-"""The layers (docs/design.md) hold: scripts/check_layers.py, which every build runs, passes on
-the tree and fails on includes against the arrows, each reported with file, line and why."""
+"""The layers (docs/design.md) are the build's: a file of a layer that includes a header of a
+layer its library does not link, "quoted" or <angled>, does not compile; along the arrows it
+does. Each case compiles a planted file with the exact command the build uses for a real source
+of that layer (compile_commands.json), syntax only. scripts/check_layers.py, which every build
+runs, passes on the tree and fails on an include that climbs out of the include roots."""
 
+import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -10,51 +15,116 @@ import unittest
 from ibfabric_testlib import source_dir
 
 CHECK = os.path.join(source_dir(), "scripts", "check_layers.py")
+BUILD = os.environ.get("IBFABRIC_BUILD_DIR", os.path.join(source_dir(), "build"))
+
+# A real source of each layer, whose compile command the planted files borrow.
+LAYER_SOURCE = {
+    "config": "config/config.cpp",
+    "core": "core/metrics.cpp",
+    "mad": "mad/engine.cpp",
+    "collector interface": "collectors/collect_with_ports.cpp",
+    "collector ports": "collectors/ports/ports_run.cpp",
+    "exporters": "exporters/prometheus/render.cpp",
+    "localize": "localize/localizer.cpp",
+    "query": "query/evidence_reader.cpp",
+}
+
+# (layer, header, compiles?)
+CASES = [
+    # Against the arrows.
+    ("core", "collectors/collector.h", False),
+    ("config", "core/metrics.h", False),
+    ("mad", "exporters/prometheus/render.h", False),
+    ("collector ports", "collectors/probe/probe_stats.h", False),
+    ("collector ports", "exporters/prometheus/render.h", False),
+    ("collector interface", "collectors/sm/sm_collector.h", False),
+    ("exporters", "mad/engine.h", False),
+    ("exporters", "collectors/collector.h", False),
+    ("core", "ibfabric/version.h", False),
+    ("localize", "core/metrics.h", False),
+    ("query", "exporters/prometheus/render.h", False),
+    # Along them.
+    ("mad", "core/metrics.h", True),
+    ("collector ports", "collectors/ports/ports_run.h", True),
+    ("collector ports", "collectors/collector.h", True),
+    ("collector ports", "mad/engine.h", True),
+    ("exporters", "ibfabric/version.h", True),
+    ("query", "localize/localizer.h", True),
+]
 
 
-def run(root):
-    return subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True,
-                          timeout=60)
+def compile_command(source):
+    """The build's command for `source`, as an argument list without its output and input."""
+    with open(os.path.join(BUILD, "compile_commands.json")) as f:
+        entries = json.load(f)
+    path = os.path.join(source_dir(), source)
+    for e in entries:
+        if os.path.realpath(e["file"]) == os.path.realpath(path):
+            args = e["arguments"] if "arguments" in e else shlex.split(e["command"])
+            break
+    else:
+        raise AssertionError("no compile command for %s in %s" % (source, BUILD))
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a in ("-o", "-MF", "-MT", "-MQ"):
+            skip = True
+        elif a in ("-c", "-MD", "-MMD") or os.path.realpath(a) == os.path.realpath(path):
+            pass
+        else:
+            out.append(a)
+    return out
 
 
 class LayersTest(unittest.TestCase):
-    def test_the_tree_follows_the_layers(self):
-        out = run(source_dir())
+    def test_the_compiler_refuses_an_include_against_the_arrows(self):
+        commands = {layer: compile_command(src) for layer, src in LAYER_SOURCE.items()}
+        with tempfile.TemporaryDirectory() as tmp:
+            for layer, header, compiles in CASES:
+                # Both spellings where it must fail; one where it must compile (the slow case).
+                for quote in ('"%s"', "<%s>") if not compiles else ('"%s"',):
+                    include = "#include " + quote % header
+                    with self.subTest(layer=layer, include=include):
+                        planted = os.path.join(tmp, "planted.cpp")
+                        with open(planted, "w") as f:
+                            f.write(include + "\n")
+                        out = subprocess.run(commands[layer] + ["-fsyntax-only", planted],
+                                             capture_output=True, text=True, timeout=120,
+                                             cwd=BUILD)
+                        if compiles:
+                            self.assertEqual(out.returncode, 0, out.stderr[-2000:])
+                        else:
+                            self.assertNotEqual(out.returncode, 0,
+                                                "%s compiled in layer %s" % (include, layer))
+                            # Refused for the header not being found, not for anything else.
+                            self.assertIn(header, out.stderr)
+                            self.assertRegex(out.stderr, "No such file|file not found")
+
+    def test_the_tree_climbs_out_of_no_include_root(self):
+        out = subprocess.run([sys.executable, CHECK, source_dir()], capture_output=True,
+                             text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stderr)
 
-    def test_an_include_against_the_arrows_fails(self):
+    def test_an_include_that_climbs_out_fails_the_check(self):
         files = {
-            # Against the arrows: each must be reported.
-            "core/model.h": '#include "collectors/collector.h"\n',
-            "config/section.cpp": '#include <string>\n#include "core/metrics.h"\n',
-            "mad/engine.h": '#include "exporters/prometheus/render.h"\n',
-            "collectors/ports/ports.cpp": '#include "collectors/probe/probe_stats.h"\n',
-            "collectors/collector.h": '#include "collectors/sm/sm_collector.h"\n',
-            "exporters/prometheus/render.cpp": '#include "mad/engine.h"\n',
-            "core/version.cpp": '#include "ibfabric/version.h"\n',
-            # Along them: none may be reported.
-            "mad/ok.cpp": '#include "core/metrics.h"\n#include "config/config_section.h"\n',
-            "collectors/sm/sm.cpp": ('#include "collectors/sm/sm_decode.h"\n'
-                                     '#include "collectors/collector.h"\n#include "mad/engine.h"\n'),
-            "collectors/registry.cpp": '#include "collectors/sm/sm_collector.h"\n',
-            "daemon/app.cpp": ('#include "collectors/registry.h"\n'
-                               '#include "exporters/prometheus/render.h"\n'
-                               '#include "ibfabric/version.h"\n'),
+            "collectors/ports/ports.cpp": '#include "../../exporters/prometheus/render.h"\n',
+            "core/model.h": "#include <string>\n#include </usr/include/stdio.h>\n",
+            "mad/engine.h": "#include <../config/config.h>\n",
+            # Along the roots: not reported.
+            "collectors/sm/sm.cpp": '#include "collectors/sm/sm_decode.h"\n#include <vector>\n',
         }
         with tempfile.TemporaryDirectory() as root:
             for path, text in files.items():
                 os.makedirs(os.path.dirname(os.path.join(root, path)), exist_ok=True)
                 with open(os.path.join(root, path), "w") as f:
                     f.write(text)
-            out = run(root)
+            out = subprocess.run([sys.executable, CHECK, root], capture_output=True, text=True,
+                                 timeout=60)
         self.assertEqual(out.returncode, 1)
         reported = sorted(line.split(":")[0] for line in out.stderr.splitlines())
-        self.assertEqual(reported, sorted([
-            "core/model.h", "config/section.cpp", "mad/engine.h", "collectors/ports/ports.cpp",
-            "collectors/collector.h", "exporters/prometheus/render.cpp", "core/version.cpp"]))
-        self.assertIn('config/section.cpp:2: #include "core/metrics.h": layer config may not '
-                      'include layer core', out.stderr)
-        self.assertIn("collector ports may not include collector probe", out.stderr)
+        self.assertEqual(reported, ["collectors/ports/ports.cpp", "core/model.h", "mad/engine.h"])
+        self.assertIn('core/model.h:2: #include </usr/include/stdio.h> climbs out', out.stderr)
 
 
 if __name__ == "__main__":
