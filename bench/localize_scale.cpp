@@ -234,8 +234,7 @@ int run_scenarios(const Args& a) {
             names += (names.empty() ? "" : ", ") + describe(tree, c);
         }
         std::printf("    verdict %s: %s (%zu pairs, %.0f lost, %.0f late)\n      why: %s\n",
-                    v.cause.c_str(), names.c_str(), v.pairs.size(), v.lost, v.late,
-                    v.why.c_str());
+                    v.cause.c_str(), names.c_str(), v.pairs.size(), v.lost, v.late, v.why.c_str());
       }
     }
   }

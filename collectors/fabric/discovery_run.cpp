@@ -13,7 +13,7 @@ std::string route_string(const std::vector<std::uint8_t>& route) {
 
 }  // namespace
 
-DiscoveryRun::DiscoveryRun(AcrossRuns& kept, Finished finished)
+DiscoveryRun::DiscoveryRun(FabricState& kept, Finished finished)
     : FanOut(kept.mad), kept_(kept), finished_(std::move(finished)) {}
 
 void DiscoveryRun::start() {

@@ -7,8 +7,8 @@
 // engine paces it; the PortInfo queries wait here for room (below). What the collector does
 // with the topology found (fill_unanswered, carry_missed, link memory) is its own.
 
-#include "collectors/fabric/across_runs.h"
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/fabric/fabric_state.h"
 #include "mad/engine.h"
 #include "mad/fan_out.h"
 
@@ -27,7 +27,7 @@ class DiscoveryRun : public mad::FanOut {
   using Finished = std::function<void(std::shared_ptr<Topology>, int)>;
   // Made with std::make_shared (a FanOut); `kept` gives the engine's Client, max_hops and the
   // error counts.
-  DiscoveryRun(AcrossRuns& kept, Finished finished);
+  DiscoveryRun(FabricState& kept, Finished finished);
 
   void start();
 
@@ -57,7 +57,7 @@ class DiscoveryRun : public mad::FanOut {
   void port_info(std::uint64_t guid, int p,
                  const std::shared_ptr<const std::vector<std::uint8_t>>& route_of_node);
 
-  AcrossRuns& kept_;
+  FabricState& kept_;
   int asking_ = 0;  // queries of this discovery not settled yet
   std::deque<WaitingPorts> waiting_;
   int local_port_ = 0;

@@ -17,11 +17,11 @@ using Clock = std::chrono::steady_clock;
 }  // namespace
 
 FabricCollector::FabricCollector(boost::asio::io_context& io,
-                                 std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                                 std::function<std::shared_ptr<mad::Engine>()> mad_engine,
                                  FabricConfig config, std::shared_ptr<const NodeNameMap> names,
                                  std::string state_directory)
     : io_(io),
-      kept_(io, std::move(engine_factory), std::move(config), std::move(names),
+      kept_(io, std::move(mad_engine), std::move(config), std::move(names),
             std::move(state_directory)),
       compressor_(io) {}
 
@@ -90,8 +90,8 @@ void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) 
     restored +=
         kept_.links_seen
             .try_emplace({l.guid, l.port},
-                         AcrossRuns::RememberedLink{l.remote_guid, l.remote_port, l.remote_type,
-                                                    l.name, l.remote_name, seen})
+                         FabricState::RememberedLink{l.remote_guid, l.remote_port, l.remote_type,
+                                                     l.name, l.remote_name, seen})
             .second;
   }
   ++kept_.links_version;
@@ -232,8 +232,8 @@ void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::strin
   s->start();
 }
 
-void AcrossRuns::note_result(const char* phase, const char* attribute,
-                             const std::function<std::string()>& subject, const mad::Response& r) {
+void FabricState::note_result(const char* phase, const char* attribute,
+                              const std::function<std::string()>& subject, const mad::Response& r) {
   errors.note(r, {phase, attribute}, [&] {
     return fmt::format("phase={} attribute={} subject=\"{}\"", phase, attribute, subject());
   });

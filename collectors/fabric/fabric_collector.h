@@ -6,13 +6,13 @@
 // Metrics and config keys: docs/collectors.md, "Collector `fabric`".
 //
 // The per-run state machines are DiscoveryRun (discovery_run.h) and SweepRun (sweep_run.h).
-// This class keeps what lives across runs (AcrossRuns, across_runs.h), starts the runs, decides
+// This class keeps what lives across runs (FabricState, fabric_state.h), starts the runs, decides
 // what a discovery's topology replaces, keeps the link memory and its state file, and holds the
 // spec.
 
 #include "collectors/collector.h"
-#include "collectors/fabric/across_runs.h"
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/fabric/fabric_state.h"
 #include "core/off_loop.h"
 #include "core/state_file.h"
 #include "mad/engine.h"
@@ -42,7 +42,7 @@ std::set<std::string> errors_and_traffic_counters();
 class FabricCollector final : public Collector {
  public:
   FabricCollector(boost::asio::io_context& io,
-                  std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
+                  std::function<std::shared_ptr<mad::Engine>()> mad_engine, FabricConfig config,
                   std::shared_ptr<const NodeNameMap> names, std::string state_directory = "");
   void collect(Done done) override;
   bool prepare_mad() override { return true; }
@@ -69,7 +69,7 @@ class FabricCollector final : public Collector {
   boost::asio::io_context& io_;
   // Everything the runs read and update: the topology, the label cache, the link memory, the
   // last values for keep_unread, the state store, the error counters.
-  AcrossRuns kept_;
+  FabricState kept_;
   bool state_loaded_ = false;
   std::optional<state::State> pending_state_;
 

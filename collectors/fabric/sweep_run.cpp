@@ -39,7 +39,7 @@ Labels switch_port_labels(const std::string& guid, std::size_t idx) {
 
 }  // namespace
 
-SweepRun::SweepRun(AcrossRuns& kept, std::shared_ptr<const Topology> topology, bool fresh,
+SweepRun::SweepRun(FabricState& kept, std::shared_ptr<const Topology> topology, bool fresh,
                    Collector::Done done, bool discovery_ok, std::string discovery_error,
                    CompressInfo compress_info)
     : FanOut(kept.mad),
@@ -57,7 +57,7 @@ void SweepRun::start() {
     begin();
     return;
   }
-  cache = AcrossRuns::LabelCache{};
+  cache = FabricState::LabelCache{};
   new_label_cache_ = true;
   cache.topology = topology_;
   cache.links_version = kept_.links_version;
@@ -416,7 +416,7 @@ void SweepRun::recall(SwitchResult& sw, TimePoint now) {
       if (!p.stale_since || at < *p.stale_since) p.stale_since = at;
       return true;
     };
-    auto unpack = [&](const AcrossRuns::Kept& from, std::vector<std::uint8_t>& to, TimePoint& at) {
+    auto unpack = [&](const FabricState::Kept& from, std::vector<std::uint8_t>& to, TimePoint& at) {
       unpack_octets(bytes.data() + from.offset, from.covered, from.size, to);
       at = from.at;
     };
@@ -449,7 +449,7 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
   std::vector<std::uint8_t> bytes;
   bytes.reserve(memory.bytes.size());
   auto keep_part = [&](const std::vector<std::uint8_t>& data, TimePoint at, std::size_t used,
-                       AcrossRuns::Kept& to) {
+                       FabricState::Kept& to) {
     if (!data.empty()) {
       auto covered = std::min(data.size(), used);
       to.offset = static_cast<std::uint32_t>(bytes.size());
@@ -462,7 +462,7 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
       to.offset = static_cast<std::uint32_t>(bytes.size());
       bytes.insert(bytes.end(), from, from + packed_size(from, to.covered));
     } else {
-      to = AcrossRuns::Kept{};
+      to = FabricState::Kept{};
     }
   };
   for (std::size_t idx = 0; idx < sw.ports.size(); ++idx) {

@@ -10,8 +10,8 @@
 // values the collector keeps (keep_unread), and what it read is kept for the next.
 
 #include "collectors/collector.h"
-#include "collectors/fabric/across_runs.h"
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/fabric/fabric_state.h"
 #include "core/metrics.h"
 #include "mad/attributes.h"
 #include "mad/engine.h"
@@ -31,18 +31,18 @@ namespace ibfabric::fabric {
 
 class SweepRun : public mad::FanOut {
  public:
-  using TimePoint = AcrossRuns::TimePoint;
+  using TimePoint = FabricState::TimePoint;
   // Compresses the label cache's info families, then calls its argument on the loop
   // (FabricCollector::compress_info).
   using CompressInfo = std::function<void(std::function<void()>)>;
 
   // What one switch port gave, part by part, and when each part was read (between sweeps,
-  // AcrossRuns::PortMemory keeps it packed).
+  // FabricState::PortMemory keeps it packed).
   struct PortValues {
     std::optional<mad::PortInfo> port_info;
     std::vector<std::uint8_t> basic;                  // PortCounters data, empty: none
     std::vector<std::uint8_t> extended;               // PortCountersExtended data
-    std::vector<std::vector<std::uint8_t>> optional;  // AcrossRuns::optional order
+    std::vector<std::vector<std::uint8_t>> optional;  // FabricState::optional order
     TimePoint port_info_at, basic_at, extended_at;
     std::vector<TimePoint> optional_at;
   };
@@ -75,7 +75,7 @@ class SweepRun : public mad::FanOut {
   // Made with std::make_shared (a FanOut). `fresh`: the topology was discovered in this
   // collection, so its PortInfo answers are used instead of asking again. `discovery_ok` false
   // fails the collection with `discovery_error`, whatever the sweep reads.
-  SweepRun(AcrossRuns& kept, std::shared_ptr<const Topology> topology, bool fresh,
+  SweepRun(FabricState& kept, std::shared_ptr<const Topology> topology, bool fresh,
            Collector::Done done, bool discovery_ok, std::string discovery_error,
            CompressInfo compress_info);
 
@@ -156,7 +156,7 @@ class SweepRun : public mad::FanOut {
 
   void settled() override;
 
-  AcrossRuns& kept_;
+  FabricState& kept_;
   std::shared_ptr<const Topology> topology_;
   bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
   // The label cache was made for this sweep: label sets may be added to its arena (no shown

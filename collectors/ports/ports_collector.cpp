@@ -3,12 +3,12 @@
 namespace ibfabric::ports {
 
 PortsCollector::PortsCollector(boost::asio::io_context& io,
-                               std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                               std::function<std::shared_ptr<mad::Engine>()> mad_engine,
                                PortsConfig config, std::shared_ptr<const NodeNameMap> names,
                                mad::PortListing::Lister lister,
                                std::chrono::nanoseconds listing_deadline,
                                std::string state_directory)
-    : mad_(std::move(engine_factory)),
+    : mad_(std::move(mad_engine)),
       config_(std::move(config)),
       listing_(io,
                lister

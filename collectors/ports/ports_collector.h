@@ -40,7 +40,7 @@ class PortsCollector final : public Collector {
   // `lister` lists the local ports, off the loop (default: libibumad's, of config.devices), within
   // `listing_deadline`.
   PortsCollector(boost::asio::io_context& io,
-                 std::function<std::shared_ptr<mad::Engine>()> engine_factory, PortsConfig config,
+                 std::function<std::shared_ptr<mad::Engine>()> mad_engine, PortsConfig config,
                  std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
                  std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline,
                  std::string state_directory = "");

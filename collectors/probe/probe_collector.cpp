@@ -1,6 +1,6 @@
 #include "collectors/probe/probe_collector.h"
 
-#include "collectors/probe/prober.h"
+#include "collectors/probe/probe_run.h"
 #include "config/config.h"
 #include "core/stable_hash.h"
 #include "mad/engine.h"
@@ -28,7 +28,7 @@ std::uint64_t get(const std::uint8_t* p, int bytes) {
   return v;
 }
 
-// What the runner calls. The probing, and the config the spec read, are the prober's (prober.h),
+// What the runner calls. The probing, and the config the spec read, are the prober's (probe_run.h),
 // which outlives every collection; the collector keeps the port listing, run off the loop in
 // each collection before the prober's MAD work.
 class ProbeCollector final : public Collector {
@@ -37,8 +37,8 @@ class ProbeCollector final : public Collector {
                  std::function<std::shared_ptr<mad::Engine>()> mad_engine,
                  std::shared_ptr<const NodeNameMap> node_names,
                  std::shared_ptr<PeerDirectory> directory)
-      : prober_(std::make_shared<Prober>(io, std::move(config), std::move(mad_engine),
-                                         std::move(node_names), std::move(directory))),
+      : prober_(std::make_shared<ProbeRun>(io, std::move(config), std::move(mad_engine),
+                                           std::move(node_names), std::move(directory))),
         listing_(io, mad::PortListing::infiniband({})) {}
   ~ProbeCollector() override { prober_->stop(); }
   bool prepare_mad() override { return prober_->prepare_mad(); }
@@ -68,7 +68,7 @@ class ProbeCollector final : public Collector {
     done(std::move(result));
   }
 
-  std::shared_ptr<Prober> prober_;
+  std::shared_ptr<ProbeRun> prober_;
   mad::PortListing listing_;
 };
 

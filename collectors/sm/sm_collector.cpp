@@ -3,11 +3,11 @@
 namespace ibfabric::sm {
 
 SmCollector::SmCollector(boost::asio::io_context& io,
-                         std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+                         std::function<std::shared_ptr<mad::Engine>()> mad_engine,
                          std::vector<std::string> devices, bool subnet,
                          std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister,
                          std::chrono::nanoseconds listing_deadline)
-    : mad_(std::move(engine_factory)),
+    : mad_(std::move(mad_engine)),
       subnet_(subnet),
       names_(std::move(names)),
       listing_(io,

@@ -22,13 +22,12 @@ namespace ibfabric::sm {
 // docs/configuration.md, "Collector `sm`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
-// Keeps what lives across runs (SmCollectorState) and builds an SmRun per collection.
+// Keeps what lives across runs (SmState) and builds an SmRun per collection.
 class SmCollector final : public Collector {
  public:
   // `lister` lists the local ports, off the loop (default: libibumad's, of `devices`), within
   // `listing_deadline`.
-  SmCollector(boost::asio::io_context& io,
-              std::function<std::shared_ptr<mad::Engine>()> engine_factory,
+  SmCollector(boost::asio::io_context& io, std::function<std::shared_ptr<mad::Engine>()> mad_engine,
               std::vector<std::string> devices, bool subnet,
               std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
               std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
@@ -40,7 +39,7 @@ class SmCollector final : public Collector {
   bool subnet_;
   std::shared_ptr<const NodeNameMap> names_;
   mad::PortListing listing_;
-  SmCollectorState state_;
+  SmState state_;
 };
 
 }  // namespace ibfabric::sm

@@ -14,7 +14,7 @@
 namespace ibfabric::sm {
 
 // SMInfo.SMState (IBA vol 1, 14.2.5.13).
-enum SmState : int {
+enum SmInfoState : int {
   kNotActive = 0,
   kDiscovering = 1,
   kStandby = 2,

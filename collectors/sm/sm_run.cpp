@@ -22,7 +22,7 @@ std::string describe(const mad::Response& r) {
 
 }  // namespace
 
-SmRun::SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmCollectorState& state,
+SmRun::SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmState& state,
              Collector::Done done, std::vector<mad::LocalPort> ports)
     : FanOut(mad), subnet_(subnet), names_(names), s_(state), done_(std::move(done)) {
   for (auto& lp : ports) {

@@ -1,8 +1,8 @@
 #pragma once
-// One run of the `sm` collector (SmRun) and what it keeps from run to run (SmCollectorState,
-// owned by the SmCollector; not "SmState", which is SMInfo.SMState in sm_decode.h). The
-// collector lists the local ports and builds an SmRun per collection; the run reads and updates
-// the state. Metrics: docs/collectors.md, "Collector `sm`".
+// One run of the `sm` collector (SmRun) and what it keeps from run to run (SmState, owned by the
+// SmCollector; SMInfo's own SMState field is SmInfoState, in sm_decode.h). The collector lists
+// the local ports and builds an SmRun per collection; the run reads and updates the state.
+// Metrics: docs/collectors.md, "Collector `sm`".
 
 #include "collectors/collector.h"
 #include "collectors/sm/sm_decode.h"
@@ -38,7 +38,7 @@ struct PortMemory {
 };
 
 // What the collector keeps across runs.
-struct SmCollectorState {
+struct SmState {
   std::map<PortKey, PortMemory> memory;
   mad::QueryErrors<ErrorKey> errors{"sm"};
 };
@@ -48,7 +48,7 @@ struct SmCollectorState {
 class SmRun : public mad::FanOut {
  public:
   // subnet: also list every SM of the subnet (the `subnet` key).
-  SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmCollectorState& state,
+  SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmState& state,
         Collector::Done done, std::vector<mad::LocalPort> ports);
 
   void start();
@@ -90,7 +90,7 @@ class SmRun : public mad::FanOut {
 
   bool subnet_;
   const NodeNameMap& names_;
-  SmCollectorState& s_;
+  SmState& s_;
   Collector::Done done_;
   std::vector<PortPass> ports_;
 };

@@ -1,5 +1,5 @@
 #pragma once
-// What the fabric collector's unit tests (fabric_discovery_test.cpp, fabric_sweep_test.cpp)
+// What the fabric collector's unit tests (discovery_run_test.cpp, sweep_run_test.cpp)
 // share: a small fat tree on the fake MAD engine (fake_fabric.h), a collector over it, one
 // collection run to its end on the loop, and the exposition it gives, read as a scrape reads it
 // (the node and link info families are kept compressed, so they are rendered, not inspected).

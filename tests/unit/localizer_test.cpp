@@ -91,7 +91,7 @@ struct Scenario {
   std::map<Hop, double> congested;               // share of time the sending port waits
   std::set<std::string> tick_unknown;            // switches whose ports wait in ticks per word
   bool everyone_late = false;
-  double spikes = 2;  // late a sample, of a pair crossing a congested port
+  double spikes = 2;        // late a sample, of a pair crossing a congested port
   double probes = kProbes;  // a pair, a sample
 };
 
@@ -124,7 +124,8 @@ class Fabric {
       }
       auto r = s.dropping_responder.find(peer);
       if (r != s.dropping_responder.end()) kept *= 1 - r->second;
-      double lost = std::round(s.probes * (1 - kept)) + value(s.lossy_pairs, PairName{prober, peer});
+      double lost =
+          std::round(s.probes * (1 - kept)) + value(s.lossy_pairs, PairName{prober, peer});
       if (s.lucky_pairs.count({prober, peer})) lost = s.lucky_pairs.at({prober, peer});
       double late = value(s.late_pairs, PairName{prober, peer});
       if (s.stalled.count(peer) || s.long_stalled.count(peer)) late += 3;
@@ -481,9 +482,10 @@ TEST(Localizer, AFewStrayLossesOfOneHostAreNamedOnlyWithEvidenceOfItsOwn) {
   s.probes = 10;  // a probe a second: 60 a pair in the minute
   s.pairs = {{"h3", "h1"}, {"h3", "h5"}, {"h2", "h3"}, {"h4", "h3"}};
   // Lost in the minute: 1, 2, 1 and 1 (a sample's share of it).
-  s.lossy_pairs = {
-      {{"h3", "h1"}, 1 / kSamples}, {{"h3", "h5"}, 2 / kSamples}, {{"h2", "h3"}, 1 / kSamples},
-      {{"h4", "h3"}, 1 / kSamples}};
+  s.lossy_pairs = {{{"h3", "h1"}, 1 / kSamples},
+                   {{"h3", "h5"}, 2 / kSamples},
+                   {{"h2", "h3"}, 1 / kSamples},
+                   {{"h4", "h3"}, 1 / kSamples}};
   EXPECT_EQ(verdicts(s), Named{});
   s.lossy_pairs[{"h4", "h3"}] = 2 / kSamples;  // 6 lost: as many as min_lost_host asks for
   EXPECT_EQ(verdicts(s), (Named{{cable("leaf-2", 1, "h3", 1), host("h3")}}));
@@ -493,7 +495,7 @@ TEST(Localizer, AFewStrayLossesOfOneHostAreNamedOnlyWithEvidenceOfItsOwn) {
 }
 
 // A daemon whose own port fails its probes beside a real fault: its failures (trouble of its
-// own, not loss: the prober keeps them out of sent and lost, prober_test.cpp) do not make its
+// own, not loss: the prober keeps them out of sent and lost, probe_run_test.cpp) do not make its
 // host a culprit, and the real fault is still named alone.
 TEST(Localizer, DaemonFailingLocallyBesideAFaultIsNotNamed) {
   Scenario s;

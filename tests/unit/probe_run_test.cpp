@@ -1,4 +1,4 @@
-// The probe collector's prober (collectors/probe/prober.h), driven through the fake MAD engine:
+// The probe collector's prober (collectors/probe/probe_run.h), driven through the fake MAD engine:
 // every MAD it submits waits in the engine's queue until the test answers it, with the round
 // trip the engine would have measured (Response::rtt) and the responder's data. Probes go out
 // on the prober's own timers (probe_interval 1ms here): the test runs the io_context until the
@@ -11,7 +11,7 @@
 // formats and choose_peers alone are in probe_stats_test.cpp and mad_ping_test.cpp; UDP probes
 // over real sockets in tests/integration/test_probe_udp.py.
 
-#include "collectors/probe/prober.h"
+#include "collectors/probe/probe_run.h"
 #include "collector_test_support.h"
 #include "core/node_names.h"
 #include "fake_mad_engine.h"
@@ -73,11 +73,11 @@ struct Rig {
   std::shared_ptr<const NodeNameMap> names = std::make_shared<const NodeNameMap>();
   // The wall clock the prober's rotation slots are taken from.
   std::chrono::system_clock::time_point now = std::chrono::system_clock::time_point(1000h);
-  std::shared_ptr<Prober> prober;
+  std::shared_ptr<ProbeRun> prober;
   CollectResult result;  // of the latest collect()
 
   void make(ProbeConfig config) {
-    prober = std::make_shared<Prober>(
+    prober = std::make_shared<ProbeRun>(
         io, std::move(config), [e = engine]() -> std::shared_ptr<mad::Engine> { return e; }, names,
         directory, [this] { return now; });
   }
@@ -156,7 +156,7 @@ void answer_failed(FakeEngine& engine, mad::Status status, const std::string& er
 
 Labels peer(const std::string& name) { return {{"peer", name}, {"transport", "mad"}}; }
 
-TEST(Prober, MadProbesGoToThePeersLidAsIbpingsGetWithoutRetry) {
+TEST(ProbeRun, MadProbesGoToThePeersLidAsIbpingsGetWithoutRetry) {
   Rig rig;
   rig.make(mad_config({by_lid(5)}));
   rig.prober->start();
@@ -175,7 +175,7 @@ TEST(Prober, MadProbesGoToThePeersLidAsIbpingsGetWithoutRetry) {
 // 16 steady answers make the baseline (100us); then spikes of 5ms: one the responder's hold time
 // explains (the host's), one it does not (the network's), one from a responder that says no
 // hold time (stock ibping -S: a spike, never the host's).
-TEST(Prober, ASpikeIsTheHostsWhenTheResponderHeldTheProbeAndNeverWithoutAHoldTime) {
+TEST(ProbeRun, ASpikeIsTheHostsWhenTheResponderHeldTheProbeAndNeverWithoutAHoldTime) {
   LogCapture log;
   Rig rig;
   rig.make(mad_config({by_lid(5)}));
@@ -223,7 +223,7 @@ TEST(Prober, ASpikeIsTheHostsWhenTheResponderHeldTheProbeAndNeverWithoutAHoldTim
 // A timeout is the network's (or the peer's): a lost probe. A broken port or a MAD status is this
 // daemon's own failure: counted apart (ibfabric_probe_failed_total), never sent or lost, so that
 // localization reads it as evidence about this host, not as a lossy network.
-TEST(Prober, ATimeoutIsALostProbeALocalFailureIsNotAndAProbeNeverSentIsReported) {
+TEST(ProbeRun, ATimeoutIsALostProbeALocalFailureIsNotAndAProbeNeverSentIsReported) {
   Rig rig;
   rig.make(mad_config({by_lid(5)}));
   rig.prober->start();
@@ -267,7 +267,7 @@ TEST(Prober, ATimeoutIsALostProbeALocalFailureIsNotAndAProbeNeverSentIsReported)
 
 // Six candidates, two at a time: the window the rotation slot picks (choose_peers, from this
 // node's own order), and the next one when the slot moves on.
-TEST(Prober, MaxPeersProbesTheSlotsWindowAndRotateEveryMovesItOn) {
+TEST(ProbeRun, MaxPeersProbesTheSlotsWindowAndRotateEveryMovesItOn) {
   Rig rig;
   std::vector<TargetConfig> targets;
   for (std::uint16_t lid = 1; lid <= 6; ++lid) targets.push_back(by_lid(lid));
@@ -371,7 +371,7 @@ std::vector<mad::LocalPort> own_ports() {
 
 // Targets by port GUID and by node description, and discovery: one SA lookup each, and the
 // peers follow the answers. Discovery takes one port per CA, never a switch, never this node.
-TEST(Prober, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakesThisNode) {
+TEST(ProbeRun, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakesThisNode) {
   Rig rig;
   rig.names = std::make_shared<const NodeNameMap>(
       NodeNameMap::parse("0x0002c90300000c00 \"gpu-13\"\n", "names"));
@@ -426,7 +426,7 @@ TEST(Prober, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakesTh
   EXPECT_EQ(lids, (std::set<std::uint16_t>{11, 12, 13, 15}));
 }
 
-TEST(Prober, AFailedLookupIsReportedAndRetriedAndATargetTheSaDoesNotKnowIsNamed) {
+TEST(ProbeRun, AFailedLookupIsReportedAndRetriedAndATargetTheSaDoesNotKnowIsNamed) {
   Rig rig;
   TargetConfig by_guid;
   by_guid.guid = 0x0002c90300000a01;
@@ -467,7 +467,7 @@ TEST(Prober, AFailedLookupIsReportedAndRetriedAndATargetTheSaDoesNotKnowIsNamed)
 
 // ibfabric_probe_node_info: the CA of the engine's default port, by its node-name-map name,
 // else the NodeDescription it answers over MAD; absent until one of them is known.
-TEST(Prober, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
+TEST(ProbeRun, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
   Rig rig;
   rig.make(mad_config({by_lid(5)}));
   auto node_info = [&] { return samples(rig.collect(), "ibfabric_probe_node_info").size(); };
@@ -504,7 +504,7 @@ TEST(Prober, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
   EXPECT_TRUE(rig.engine->queue.empty());
 }
 
-TEST(Prober, NodeInfoPrefersTheNodeNameMapAndIsKnownAtOnceFromIt) {
+TEST(ProbeRun, NodeInfoPrefersTheNodeNameMapAndIsKnownAtOnceFromIt) {
   Rig rig;
   rig.names = std::make_shared<const NodeNameMap>(
       NodeNameMap::parse("0x0002c90300000010 \"rack1-gpu01\"\n", "names"));
@@ -520,7 +520,7 @@ TEST(Prober, NodeInfoPrefersTheNodeNameMapAndIsKnownAtOnceFromIt) {
   EXPECT_EQ(info(rig.collect(), "ibfabric_probe_node_info", {})["node_name"], "rack1-gpu01");
 }
 
-TEST(Prober, NodeInfoWithoutInfinibandIsTheHostName) {
+TEST(ProbeRun, NodeInfoWithoutInfinibandIsTheHostName) {
   // UDP probes only: no MAD at all, named at once.
   {
     Rig rig;
@@ -551,7 +551,7 @@ TEST(Prober, NodeInfoWithoutInfinibandIsTheHostName) {
 // The daemon calls prepare_mad() before it opens the engine's default port (before any run), so
 // that the responder's agent registers in that open: the service must be declared there, and
 // only once.
-TEST(Prober, PrepareMadDeclaresTheRespondersServiceBeforeTheFirstRunAndOnlyOnce) {
+TEST(ProbeRun, PrepareMadDeclaresTheRespondersServiceBeforeTheFirstRunAndOnlyOnce) {
   Rig rig;
   auto config = mad_config({});
   config.mad_responder = true;
@@ -597,7 +597,7 @@ TEST(Prober, PrepareMadDeclaresTheRespondersServiceBeforeTheFirstRunAndOnlyOnce)
       << rig.result.error;
 }
 
-TEST(Prober, PrepareMadWithoutAResponderDeclaresNothingAndSaysWhetherMadIsUsed) {
+TEST(ProbeRun, PrepareMadWithoutAResponderDeclaresNothingAndSaysWhetherMadIsUsed) {
   {
     Rig rig;
     rig.make(mad_config({by_lid(5)}));

@@ -35,8 +35,8 @@ TEST_F(FabricDiscovery, ARunFindsEverySwitchCaAndCableOfAFatTree) {
   tree.fabric->add({local, IB_NODE_CA, 2, "host-1-1 mlx5_0", 1001});
   tree.fabric->cable(FatTree::leaf(3), 5, local, 2);  // a spare port of leaf 4
 
-  fabric::AcrossRuns kept(io_, tree.engine(), FabricConfig{}, std::make_shared<const NodeNameMap>(),
-                          "");
+  fabric::FabricState kept(io_, tree.engine(), FabricConfig{},
+                           std::make_shared<const NodeNameMap>(), "");
   ASSERT_NE(kept.mad.engine(), nullptr);
   std::shared_ptr<fabric::Topology> found;
   int failed = -1;

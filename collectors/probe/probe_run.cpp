@@ -1,4 +1,4 @@
-#include "collectors/probe/prober.h"
+#include "collectors/probe/probe_run.h"
 
 #include "config/config.h"
 
@@ -17,7 +17,7 @@ namespace {
 
 namespace asio = boost::asio;
 using udp = asio::ip::udp;
-using Clock = std::chrono::system_clock;  // as Prober::Clock, for the socket helpers
+using Clock = std::chrono::system_clock;  // as ProbeRun::Clock, for the socket helpers
 
 // Asks the kernel to stamp every datagram with its arrival time, so that the time a probe
 // waited for this daemon's event loop counts as host delay, not as network time.
@@ -85,10 +85,10 @@ asio::ip::udp::endpoint parse_endpoint(const std::string& text) {
   return {ip, static_cast<std::uint16_t>(port)};
 }
 
-Prober::Prober(asio::io_context& io, ProbeConfig config,
-               std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-               std::shared_ptr<const NodeNameMap> node_names,
-               std::shared_ptr<PeerDirectory> directory, WallClock wall_clock)
+ProbeRun::ProbeRun(asio::io_context& io, ProbeConfig config,
+                   std::function<std::shared_ptr<mad::Engine>()> mad_engine,
+                   std::shared_ptr<const NodeNameMap> node_names,
+                   std::shared_ptr<PeerDirectory> directory, WallClock wall_clock)
     : io_(io),
       config_(std::move(config)),
       mad_(std::move(mad_engine)),
@@ -107,7 +107,7 @@ Prober::Prober(asio::io_context& io, ProbeConfig config,
   has_infiniband_ = uses_mad();
 }
 
-void Prober::start() {
+void ProbeRun::start() {
   if (started_) return;
   started_ = true;
   // The MAD responder first (its agent registered with the port's first open, see
@@ -118,21 +118,21 @@ void Prober::start() {
   arm_sweep();
 }
 
-bool Prober::prepare_mad() {
+bool ProbeRun::prepare_mad() {
   if (config_.mad_responder) {
     if (auto engine = mad_.engine()) declare_service(engine);
   }
   return uses_mad();
 }
 
-bool Prober::uses_mad() const {
+bool ProbeRun::uses_mad() const {
   return config_.mad_responder || needs_sa_ ||
          std::any_of(config_.targets.begin(), config_.targets.end(),
                      [](const TargetConfig& t) { return t.mad(); });
 }
 
-void Prober::refresh_mad(const std::optional<std::vector<mad::LocalPort>>& ports,
-                         const std::string& error) {
+void ProbeRun::refresh_mad(const std::optional<std::vector<mad::LocalPort>>& ports,
+                           const std::string& error) {
   mad_errors_.clear();
   bool has_mad_targets =
       config_.discover || std::any_of(config_.targets.begin(), config_.targets.end(),
@@ -162,7 +162,7 @@ void Prober::refresh_mad(const std::optional<std::vector<mad::LocalPort>>& ports
   if (!sa_error_.empty()) mad_errors_.push_back(sa_error_);
 }
 
-void Prober::identify(const std::vector<mad::LocalPort>& ports) {
+void ProbeRun::identify(const std::vector<mad::LocalPort>& ports) {
   auto engine = mad_.engine();
   auto via = engine ? engine->default_port() : std::nullopt;
   if (!via) return;  // being resolved: the next collection
@@ -189,7 +189,7 @@ void Prober::identify(const std::vector<mad::LocalPort>& ports) {
                        });
 }
 
-std::optional<Labels> Prober::node_labels() const {
+std::optional<Labels> ProbeRun::node_labels() const {
   if (node_guid_ == 0) {
     if (has_infiniband_) return std::nullopt;
     return Labels{{"node_name", self_name()}};
@@ -200,20 +200,20 @@ std::optional<Labels> Prober::node_labels() const {
                 {"node_name", node_names_->name(node_guid_, node_description_.value_or(""))}};
 }
 
-void Prober::rotate() {
+void ProbeRun::rotate() {
   if (rotation_slot(config_.rotate_every, wall_clock_()) != slot_) {
     update_peers();
   }
 }
 
-std::string Prober::serve_mad() {
+std::string ProbeRun::serve_mad() {
   auto engine = mad_.engine();
   if (!engine) return "no MAD engine";
   declare_service(engine);
   return service_->refresh();
 }
 
-void Prober::declare_service(const std::shared_ptr<mad::Engine>& engine) {
+void ProbeRun::declare_service(const std::shared_ptr<mad::Engine>& engine) {
   // A reload that changed the `mad:` section replaces the engine: serve on the new one.
   if (service_engine_.lock() != engine) service_.reset();
   if (!service_) {
@@ -229,7 +229,7 @@ void Prober::declare_service(const std::shared_ptr<mad::Engine>& engine) {
   }
 }
 
-void Prober::stop() {
+void ProbeRun::stop() {
   boost::system::error_code ec;
   socket_.close(ec);
   responder_.close(ec);
@@ -238,7 +238,7 @@ void Prober::stop() {
   service_.reset();
 }
 
-void Prober::fill(MetricsBuilder& out, CollectResult& result) {
+void ProbeRun::fill(MetricsBuilder& out, CollectResult& result) {
   std::vector<std::string> problems = errors_;
   problems.insert(problems.end(), mad_errors_.begin(), mad_errors_.end());
   problems.insert(problems.end(), send_errors_.begin(), send_errors_.end());
@@ -337,7 +337,7 @@ void Prober::fill(MetricsBuilder& out, CollectResult& result) {
   }
 }
 
-void Prober::update_peers() {
+void ProbeRun::update_peers() {
   std::vector<TargetConfig> candidates;
   std::map<std::string, Wanted> wanted;  // by "transport|name"
   auto want = [&](Wanted w) {
@@ -441,7 +441,7 @@ void Prober::update_peers() {
   schedule_all();
 }
 
-void Prober::schedule_all() {
+void ProbeRun::schedule_all() {
   if (peers_.empty()) return;
   auto interval = config_.probe_interval;
   auto floor = std::chrono::nanoseconds(static_cast<std::int64_t>(
@@ -463,7 +463,7 @@ void Prober::schedule_all() {
   }
 }
 
-void Prober::resolve() {
+void ProbeRun::resolve() {
   if (!mad_.engine()) return;
   std::vector<mad::Request> queries;
   for (const auto& t : config_.targets) {
@@ -490,7 +490,7 @@ void Prober::resolve() {
   }
 }
 
-void Prober::resolved(ResolveRound& round) {
+void ProbeRun::resolved(ResolveRound& round) {
   resolving_ = false;
   auto now = std::chrono::steady_clock::now();
   if (!round.error.empty()) {
@@ -507,7 +507,7 @@ void Prober::resolved(ResolveRound& round) {
   update_peers();
 }
 
-void Prober::open_responder() {
+void ProbeRun::open_responder() {
   try {
     auto endpoint = parse_endpoint(config_.udp_listen);
     boost::system::error_code ec;
@@ -525,7 +525,7 @@ void Prober::open_responder() {
   }
 }
 
-void Prober::respond() {
+void ProbeRun::respond() {
   responder_.async_wait(udp::socket::wait_read, [self = shared_from_this()](
                                                     const boost::system::error_code& ec) {
     if (ec == asio::error::operation_aborted) return;
@@ -549,7 +549,7 @@ void Prober::respond() {
   });
 }
 
-void Prober::schedule(const PeerPtr& peer, std::chrono::nanoseconds after) {
+void ProbeRun::schedule(const PeerPtr& peer, std::chrono::nanoseconds after) {
   peer->timer.expires_after(after);
   peer->timer.async_wait([w = weak_from_this(), weak_peer = std::weak_ptr<Peer>(peer)](
                              const boost::system::error_code& ec) {
@@ -566,7 +566,7 @@ void Prober::schedule(const PeerPtr& peer, std::chrono::nanoseconds after) {
   });
 }
 
-void Prober::send_udp(Peer& peer) {
+void ProbeRun::send_udp(Peer& peer) {
   if (!socket_.is_open()) return;
   Message m;
   m.sequence = peer.next_sequence++;
@@ -580,7 +580,7 @@ void Prober::send_udp(Peer& peer) {
                         [buffer](const boost::system::error_code&, std::size_t) {});
 }
 
-void Prober::send_mad(const PeerPtr& peer) {
+void ProbeRun::send_mad(const PeerPtr& peer) {
   if (!mad_.engine()) return;
   mad::Request req;
   req.to = mad::Destination::to_lid(peer->lid);
@@ -625,8 +625,8 @@ void Prober::send_mad(const PeerPtr& peer) {
   });
 }
 
-void Prober::record(Peer& peer, std::chrono::nanoseconds rtt,
-                    std::optional<std::chrono::nanoseconds> network) {
+void ProbeRun::record(Peer& peer, std::chrono::nanoseconds rtt,
+                      std::optional<std::chrono::nanoseconds> network) {
   if (peer.stats.add(rtt, network)) {
     spdlog::warn("probe: RTT spike peer={} transport={} rtt_us={:.1f} baseline_us={:.1f}",
                  peer.name, peer.mad ? "mad" : "udp",
@@ -635,7 +635,7 @@ void Prober::record(Peer& peer, std::chrono::nanoseconds rtt,
   }
 }
 
-void Prober::receive() {
+void ProbeRun::receive() {
   socket_.async_wait(udp::socket::wait_read,
                      [self = shared_from_this()](const boost::system::error_code& ec) {
                        if (ec == asio::error::operation_aborted) return;
@@ -647,7 +647,7 @@ void Prober::receive() {
                      });
 }
 
-void Prober::on_reply(Clock::time_point now, std::size_t n) {
+void ProbeRun::on_reply(Clock::time_point now, std::size_t n) {
   auto m = decode(buffer_.data(), n);
   if (!m || !m->reply || m->token != token_) return;
   for (auto& peer : peers_) {
@@ -663,7 +663,7 @@ void Prober::on_reply(Clock::time_point now, std::size_t n) {
   }
 }
 
-void Prober::arm_sweep() {
+void ProbeRun::arm_sweep() {
   sweep_.expires_after(
       std::max<std::chrono::nanoseconds>(config_.timeout / 4, std::chrono::milliseconds(10)));
   sweep_.async_wait([self = shared_from_this()](const boost::system::error_code& ec) {

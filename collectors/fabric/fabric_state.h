@@ -4,6 +4,7 @@
 // reference to it, reads it and updates it on the loop. A run never outlives it: its queries go
 // through `mad`, whose Client drops their callbacks when the collector goes.
 
+#include "collectors/fabric/fabric_config.h"
 #include "collectors/fabric/fabric_model.h"
 #include "config/config.h"
 #include "core/metrics.h"
@@ -28,28 +29,6 @@
 #include <vector>
 
 namespace ibfabric::fabric {
-
-struct FabricConfig {
-  int shard = 0;              // this node sweeps switches whose stable_guid_hash % shards == shard
-  int shards = 1;             // 1 = no sharding
-  int rediscover_every = 10;  // sweeps between discoveries (1 = discover before every sweep)
-  int max_hops = kMaxHops;
-  // The series budget: which per-port counters are exported (metric names without the
-  // ibfabric_fabric_port_ prefix and _total suffix). Empty = every counter.
-  std::set<std::string> counters;
-  // PortRcvErrorDetails and PortXmitDiscardDetails of every switch port: 2 more MADs a port.
-  bool error_details = false;
-  // PortVLXmitWaitCounters of every switch port: 1 more MAD a port, a series per operational
-  // data VL.
-  bool vl_transmit_wait = false;
-  std::chrono::nanoseconds link_memory = std::chrono::hours(24);
-  // How long a switch port that cannot be read (its queries lost) keeps the values it was last
-  // read with, and a switch a discovery missed stays in the topology. 0: not at all.
-  std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
-  // The configuration's PortXmitWait ticks (top-level transmit_wait_ticks), for the switches
-  // core/transmit_wait_tick.h does not know.
-  std::vector<TransmitWaitTickRule> transmit_wait_ticks;
-};
 
 // A PMA attribute the sweep reads of every switch port only when the configuration asks for it
 // (error_details' two, vl_transmit_wait's one). A PMA that rejects it (MAD status) costs only its
@@ -83,11 +62,11 @@ inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-struct AcrossRuns {
-  AcrossRuns(boost::asio::io_context& io,
-             std::function<std::shared_ptr<mad::Engine>()> engine_factory, FabricConfig config,
-             std::shared_ptr<const NodeNameMap> names, std::string state_directory)
-      : mad(std::move(engine_factory)),
+struct FabricState {
+  FabricState(boost::asio::io_context& io, std::function<std::shared_ptr<mad::Engine>()> mad_engine,
+              FabricConfig config, std::shared_ptr<const NodeNameMap> names,
+              std::string state_directory)
+      : mad(std::move(mad_engine)),
         config(std::move(config)),
         optional(optional_attributes(this->config)),
         names(std::move(names)),
@@ -116,7 +95,7 @@ struct AcrossRuns {
     std::optional<mad::PortInfo> port_info;
     TimePoint port_info_at;
     Kept basic, extended;
-    std::vector<Kept> optional;  // AcrossRuns::optional order; empty when there is none
+    std::vector<Kept> optional;  // FabricState::optional order; empty when there is none
   };
   struct SwitchMemory {
     std::vector<PortMemory> ports;    // index = port number - 1

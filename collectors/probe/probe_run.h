@@ -6,7 +6,7 @@
 // keeps the spec's config and the port listing, and hands each collection's listing here.
 // Handlers hold it by shared_ptr; stop() cancels them all. Loop thread only.
 //
-// Unit tests drive it through the fake MAD engine (tests/unit/prober_test.cpp).
+// Unit tests drive it through the fake MAD engine (tests/unit/probe_run_test.cpp).
 
 #include "collectors/collector.h"
 #include "collectors/peer_directory.h"
@@ -36,16 +36,16 @@ namespace ibfabric::probe {
 // spec checks `udp_listen` and a target's `address` with.
 boost::asio::ip::udp::endpoint parse_endpoint(const std::string& text);
 
-class Prober : public std::enable_shared_from_this<Prober> {
+class ProbeRun : public std::enable_shared_from_this<ProbeRun> {
  public:
   // What the rotation slot of `rotate_every` is taken from: the wall clock, so that nodes rotate
   // together; a test's own to move the slot on.
   using WallClock = std::function<std::chrono::system_clock::time_point()>;
 
-  Prober(boost::asio::io_context& io, ProbeConfig config,
-         std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-         std::shared_ptr<const NodeNameMap> node_names, std::shared_ptr<PeerDirectory> directory,
-         WallClock wall_clock = &std::chrono::system_clock::now);
+  ProbeRun(boost::asio::io_context& io, ProbeConfig config,
+           std::function<std::shared_ptr<mad::Engine>()> mad_engine,
+           std::shared_ptr<const NodeNameMap> node_names, std::shared_ptr<PeerDirectory> directory,
+           WallClock wall_clock = &std::chrono::system_clock::now);
 
   // Opens the sockets and starts probing the configured peers; an error is logged and
   // reported by fill().
