@@ -129,9 +129,8 @@ ConfigSection::KeyRecorder::KeyRecorder() {
 
 ConfigSection::KeyRecorder::~KeyRecorder() { recorder = nullptr; }
 
-void ConfigSection::record(const std::string& key, KeyRecorder::Kind kind) const {
-  if (!recorder) return;
-  // "collectors.probe.targets[0].name" -> "collectors.probe.targets[].name": one key for all.
+// "collectors.probe.targets[0].name" -> "collectors.probe.targets[].name": one key for all.
+std::string ConfigSection::recorded_path(const std::string& key) const {
   const std::string full = key_path(key);
   std::string path;
   for (std::size_t i = 0; i < full.size(); ++i) {
@@ -139,7 +138,16 @@ void ConfigSection::record(const std::string& key, KeyRecorder::Kind kind) const
     if (full[i] != '[') continue;
     while (i + 1 < full.size() && std::isdigit(static_cast<unsigned char>(full[i + 1]))) ++i;
   }
-  auto it = recorder->keys_.emplace(path, kind).first;
+  return path;
+}
+
+void ConfigSection::record_default(const std::string& key, std::string text) const {
+  if (recorder) recorder->defaults_[recorded_path(key)] = std::move(text);
+}
+
+void ConfigSection::record(const std::string& key, KeyRecorder::Kind kind) const {
+  if (!recorder) return;
+  auto it = recorder->keys_.emplace(recorded_path(key), kind).first;
   if (kind != KeyRecorder::Kind::value) it->second = kind;  // has() first, then get_section()
 }
 
@@ -189,6 +197,7 @@ std::string ConfigSection::scalar(const YAML::Node& value, const std::string& ke
 }
 
 bool ConfigSection::get_bool(const std::string& key, bool fallback) {
+  record_default(key, fallback ? "true" : "false");
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "true or false");
@@ -198,6 +207,7 @@ bool ConfigSection::get_bool(const std::string& key, bool fallback) {
 }
 
 std::string ConfigSection::get_string(const std::string& key, const std::string& fallback) {
+  record_default(key, fallback);
   auto value = take(key);
   if (!value) return fallback;
   return scalar(*value, key, "a string");
@@ -205,6 +215,7 @@ std::string ConfigSection::get_string(const std::string& key, const std::string&
 
 std::int64_t ConfigSection::get_int(const std::string& key, std::int64_t fallback, std::int64_t min,
                                     std::int64_t max) {
+  record_default(key, std::to_string(fallback));
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "an integer");
@@ -228,6 +239,11 @@ std::int64_t ConfigSection::get_int(const std::string& key, std::int64_t fallbac
 }
 
 double ConfigSection::get_double(const std::string& key, double fallback, double min, double max) {
+  if (recorder) {
+    std::ostringstream text;
+    text << fallback;  // %g
+    record_default(key, text.str());
+  }
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "a number");
@@ -248,6 +264,7 @@ double ConfigSection::get_double(const std::string& key, double fallback, double
 std::chrono::nanoseconds ConfigSection::get_duration(const std::string& key,
                                                      std::chrono::nanoseconds fallback,
                                                      std::chrono::nanoseconds min) {
+  record_default(key, format_duration(fallback));
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "a duration such as 15s or 500ms");
@@ -265,6 +282,7 @@ std::chrono::nanoseconds ConfigSection::get_duration(const std::string& key,
 
 std::string ConfigSection::get_enum(const std::string& key, const std::string& fallback,
                                     const std::vector<std::string>& allowed) {
+  record_default(key, fallback);
   auto value = take(key);
   if (!value) return fallback;
   std::string expected = "one of: " + join(allowed);

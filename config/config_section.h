@@ -46,10 +46,15 @@ class ConfigSection {
     // Every key recorded and how it was read: a mapping's own keys are recorded under it; a list
     // of mappings records its entries' keys only when the file gives it an entry.
     const std::map<std::string, Kind>& keys() const { return keys_; }
+    // The default each scalar key was read with, as its docs row writes it: true/false,
+    // integers in decimal, numbers as %g, durations as format_duration, strings as they are
+    // (tests/unit/config_keys_test.cpp holds docs/configuration.md to them).
+    const std::map<std::string, std::string>& defaults() const { return defaults_; }
 
    private:
     friend class ConfigSection;
     std::map<std::string, Kind> keys_;
+    std::map<std::string, std::string> defaults_;
   };
 
   // `path` is the dotted key path of this mapping ("collectors.sysfs"), for messages.
@@ -92,8 +97,10 @@ class ConfigSection {
  private:
   std::optional<YAML::Node> take(const std::string& key,
                                  KeyRecorder::Kind kind = KeyRecorder::Kind::value);
-  // For the KeyRecorder alive on this thread, if any.
+  // For the KeyRecorder alive on this thread, if any: the key, and the default it was read with.
   void record(const std::string& key, KeyRecorder::Kind kind) const;
+  void record_default(const std::string& key, std::string text) const;
+  std::string recorded_path(const std::string& key) const;
   std::string key_path(const std::string& key) const;
   std::string scalar(const YAML::Node& value, const std::string& key, const char* expected) const;
 

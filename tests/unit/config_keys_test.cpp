@@ -12,12 +12,14 @@
 
 #include "collectors/registry.h"
 #include "config/config.h"
+#include "config/config_section.h"
 #include "mad/engine.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
@@ -43,10 +45,15 @@ collectors:
       - {address: "192.0.2.1:10917"}
 )";
 
+struct Recorded {
+  std::map<std::string, Kind> keys;
+  std::map<std::string, std::string> defaults;
+};
+
 // The keys the code reads: the top level, `web`, `mad` (parsed by the MAD engine's parser, as the
 // daemon does), and every registered collector's section, built by its factory as
-// --check-config builds it (factories touch no device).
-std::map<std::string, Kind> accepted_keys() {
+// --check-config builds it (factories touch no device); with the defaults it reads them with.
+Recorded accepted_keys() {
   ConfigSection::KeyRecorder recorder;
   DaemonConfig config = parse_config(kConfig, "keys.yaml", collector_defaults());
   EXPECT_TRUE(config.mad);
@@ -58,7 +65,7 @@ std::map<std::string, Kind> accepted_keys() {
     EXPECT_TRUE(spec) << collector.name;
     if (spec) spec->create(context, collector.section);
   }
-  return recorder.keys();
+  return {recorder.keys(), recorder.defaults()};
 }
 
 std::string trim(const std::string& text) {
@@ -67,12 +74,32 @@ std::string trim(const std::string& text) {
   return begin == std::string::npos ? "" : text.substr(begin, end - begin + 1);
 }
 
-// The first cell of every row of docs/configuration.md's key tables; `problems` gets the rows
-// whose first cell is not one key in backticks.
-std::vector<std::string> documented_keys(std::vector<std::string>& problems) {
+// A table row's cells ("\|" is a pipe inside a cell).
+std::vector<std::string> cells(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  for (std::size_t i = 1; i < line.size(); ++i) {
+    if (line[i] == '|' && line[i - 1] != '\\') {
+      out.push_back(trim(cell));
+      cell.clear();
+    } else {
+      cell += line[i];
+    }
+  }
+  return out;
+}
+
+struct Row {
+  std::string key, default_cell;
+  int line = 0;
+};
+
+// Every row of docs/configuration.md's key tables (key, its default cell); `problems` gets the
+// rows whose first cell is not one key in backticks.
+std::vector<Row> documented_rows(std::vector<std::string>& problems) {
   std::ifstream in(IBFABRIC_SOURCE_DIR "/docs/configuration.md");
   EXPECT_TRUE(in) << "cannot read docs/configuration.md";
-  std::vector<std::string> keys;
+  std::vector<Row> keys;
   bool in_table = false;
   std::string line;
   int number = 0;
@@ -95,7 +122,8 @@ std::vector<std::string> documented_keys(std::vector<std::string>& problems) {
                          ": a key table's row must start with one key in backticks: " + first);
       continue;
     }
-    keys.push_back(first.substr(1, first.size() - 2));
+    auto row = cells(line);
+    keys.push_back({first.substr(1, first.size() - 2), row.size() > 2 ? row[2] : "", number});
   }
   return keys;
 }
@@ -107,7 +135,7 @@ std::string lines(const std::set<std::string>& keys) {
 }
 
 TEST(ConfigKeys, EveryKeyTheCodeAcceptsIsDocumentedAndNoDocumentedKeyIsUnknown) {
-  auto recorded = accepted_keys();
+  auto recorded = accepted_keys().keys;
   std::set<std::string> accepted;
   for (const auto& [key, kind] : recorded) {
     if (kind != Kind::mapping) accepted.insert(key);
@@ -129,7 +157,7 @@ TEST(ConfigKeys, EveryKeyTheCodeAcceptsIsDocumentedAndNoDocumentedKeyIsUnknown) 
 
   std::vector<std::string> problems;
   std::set<std::string> documented;
-  for (const auto& key : documented_keys(problems)) {
+  for (const auto& [key, default_cell, line] : documented_rows(problems)) {
     if (auto at = key.find("NAME"); at != std::string::npos) {
       for (const auto& spec : collector_specs()) {
         documented.insert(key.substr(0, at) + std::string(spec.name) + key.substr(at + 4));
@@ -150,6 +178,86 @@ TEST(ConfigKeys, EveryKeyTheCodeAcceptsIsDocumentedAndNoDocumentedKeyIsUnknown) 
       << lines(undocumented);
   EXPECT_TRUE(unknown.empty())
       << "keys documented in docs/configuration.md that the code does not read:" << lines(unknown);
+}
+
+// Whether the docs' literal default (`500ms`, `64`, `true`, `""`) is the code's (as the
+// recorder writes it): durations and numbers compared as values.
+bool same_default(const std::string& code, const std::string& docs) {
+  if (docs == "\"\"") return code.empty();
+  auto code_duration = parse_duration(code), docs_duration = parse_duration(docs);
+  if (code_duration && docs_duration) return *code_duration == *docs_duration;
+  char* end_code = nullptr;
+  char* end_docs = nullptr;
+  double a = std::strtod(code.c_str(), &end_code), b = std::strtod(docs.c_str(), &end_docs);
+  if (!code.empty() && !docs.empty() && *end_code == 0 && *end_docs == 0) return a == b;
+  return code == docs;
+}
+
+// A default is written once, in the code that reads the key: docs/configuration.md's default
+// column, where it is one literal in backticks, must be that default. (A cell in words, "none",
+// "per collector", "every device", is not compared.)
+TEST(ConfigKeys, EveryLiteralDefaultInTheDocsIsTheCodes) {
+  const auto defaults = accepted_keys().defaults;
+  std::vector<std::string> problems;
+  const auto rows = documented_rows(problems);
+  std::set<std::string> wrong;
+  int compared = 0;
+  for (const auto& [key, cell, line] : rows) {
+    if (cell.size() < 2 || cell.front() != '`' || cell.back() != '`' ||
+        cell.find('`', 1) != cell.size() - 1) {
+      continue;
+    }
+    auto it = defaults.find(key);
+    if (it == defaults.end()) continue;  // a list, a mapping: no scalar default
+    ++compared;
+    const std::string literal = cell.substr(1, cell.size() - 2);
+    if (!same_default(it->second, literal)) {
+      wrong.insert("docs/configuration.md:" + std::to_string(line) + ": " + key +
+                   ": the docs say `" + literal + "`, the code reads it with " + it->second);
+    }
+  }
+  // Enough rows compared that the test holds the docs to something.
+  EXPECT_GE(compared, 40);
+  EXPECT_TRUE(wrong.empty()) << lines(wrong);
+}
+
+// Every scalar of `node` under `path`, dotted as the recorder writes keys.
+void scalars(const YAML::Node& node, const std::string& path,
+             std::map<std::string, std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& entry : node) {
+      const std::string key = entry.first.Scalar();
+      scalars(entry.second, path.empty() ? key : path + "." + key, out);
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) scalars(item, path + "[]", out);
+  } else if (node.IsScalar()) {
+    out[path] = node.Scalar();
+  }
+}
+
+// config/ibfabricd.example.yaml says "the values shown are the defaults": each value it sets
+// (outside a list: list entries are examples) is the code's default for that key.
+TEST(ConfigKeys, TheExampleConfigShowsTheCodesDefaults) {
+  const auto defaults = accepted_keys().defaults;
+  std::map<std::string, std::string> shown;
+  scalars(YAML::LoadFile(IBFABRIC_SOURCE_DIR "/config/ibfabricd.example.yaml"), "", shown);
+  std::set<std::string> wrong;
+  int compared = 0;
+  for (const auto& [key, value] : shown) {
+    if (key.find("[]") != std::string::npos) continue;
+    auto it = defaults.find(key);
+    if (it == defaults.end()) {
+      wrong.insert(key + ": the example sets it, the code reads no such key with a default");
+      continue;
+    }
+    ++compared;
+    if (!same_default(it->second, value)) {
+      wrong.insert(key + ": the example shows " + value + ", the code's default is " + it->second);
+    }
+  }
+  EXPECT_GE(compared, 30);
+  EXPECT_TRUE(wrong.empty()) << lines(wrong);
 }
 
 TEST(ConfigKeys, TheRecorderRecordsWhatItsThreadReadsOrAsksAboutWithListEntriesAsBrackets) {
