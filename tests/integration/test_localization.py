@@ -190,9 +190,19 @@ class LocalizationEndToEnd(unittest.TestCase):
                  if l.startswith("ibfabric_localize_")]
         return "\n".join(lines) + "\nlocalizer log:\n" + self.localizer.log()[-4000:]
 
-    def quiet(self, what, timeout=60):
-        """Waits until nothing is named any more."""
-        self.prom.wait_for(lambda: not named_now(self.prom), timeout=timeout, what=what)
+    def quiet(self, culprits, what, timeout=60):
+        """Waits until nothing is named any more; meanwhile only the culprits of the fault just
+        cleared may still be named (their alerts resolving): anything else fails."""
+        others = {}
+
+        def poll():
+            now = named_now(self.prom)
+            others.update({k: d for k, d in now.items() if k not in culprits})
+            return not now
+        self.prom.wait_for(poll, timeout=timeout, what=what)
+        if others:
+            self.fail("%s: named while the culprits' alerts resolved: %s\n%s"
+                      % (what, others, self.evidence()))
 
     def test_culprits_named_and_never_a_bystander(self):
         # Clean: every pair recorded, nothing named for several evaluations.
@@ -226,7 +236,8 @@ class LocalizationEndToEnd(unittest.TestCase):
         self.assertRegex(description, r"%s port 1 \(its own daemon\): [1-9]\d* errors"
                          % lossy_host)
         self.assertIn("Equally suspect (probes cannot tell them apart): none.", description)
-        self.quiet("the cable's alert resolved once the error is cleared")
+        self.quiet([self.host_cable(lossy_host)],
+                   "the cable's alert resolved once the error is cleared")
 
         # 2. A stalled host, with spike evidence on.
         print("stalling", stalled_host)
@@ -238,7 +249,7 @@ class LocalizationEndToEnd(unittest.TestCase):
             time.sleep(0.6)
         seen = self.expect([("host", stalled_host)], "host %s named" % stalled_host, hold=3)
         self.assertRegex(seen[("host", stalled_host)], r"answers to it: [1-9]\d* late")
-        self.quiet("the host's alert resolved")
+        self.quiet([("host", stalled_host)], "the host's alert resolved")
 
         # 3. Two faults at once: a leaf -> spine direction the probes can tell apart, and 3 %
         # into another host.
@@ -262,7 +273,7 @@ class LocalizationEndToEnd(unittest.TestCase):
         finally:
             self.fabric.command('Error "%s"[%d] 0' % (spine, spine_port))
             self.fabric.command('Error "%s"[1] 0' % second_host)
-        self.quiet("both alerts resolved")
+        self.quiet(culprits, "both alerts resolved")
 
 
 if __name__ == "__main__":
