@@ -404,15 +404,16 @@ class Evaluator {
   std::uint64_t evaluations = 0, failures = 0;
 
  private:
-  // Evidence times on the interval's grid: two instances read the same samples (HA). A suspect
-  // not confirmed yet is judged again half an interval later, on the half grid (both instances
-  // hold it alike): confirming it costs 5 s of the time to name, not 10.
-  void arm(std::chrono::system_clock::time_point now) {
+  // Evidence times on the interval's grid: two instances read the same samples (HA).
+  double grid(std::chrono::system_clock::time_point t) const {
+    double s = std::chrono::duration<double>(t.time_since_epoch()).count();
     double step = std::chrono::duration<double>(options_.interval).count();
-    if (fresh_next_) step /= 2;
-    const double t = std::chrono::duration<double>(now.time_since_epoch()).count();
-    const double next = std::floor(t / step) * step + step;
-    auto wait = std::chrono::duration<double>(next - t);
+    return std::floor(s / step) * step;
+  }
+  void arm(std::chrono::system_clock::time_point now) {
+    double next = grid(now) + std::chrono::duration<double>(options_.interval).count();
+    auto wait = std::chrono::duration<double>(
+        next - std::chrono::duration<double>(now.time_since_epoch()).count());
     timer_.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
     timer_.async_wait([this, next](const boost::system::error_code& ec) {
       if (ec) return;
