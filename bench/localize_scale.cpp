@@ -235,6 +235,13 @@ int run_scenarios(const Args& a) {
         }
         std::printf("    verdict %s: %s (%zu pairs, %.0f lost, %.0f late)\n      why: %s\n",
                     v.cause.c_str(), names.c_str(), v.pairs.size(), v.lost, v.late, v.why.c_str());
+        // Its evidence, pair by pair: what an engineer asking "why this?" reads.
+        for (std::uint32_t p : v.pairs) {
+          const Pair& pair = s.evidence.pairs[p];
+          std::printf("      pair %s -> %s: %.0f sent, %.0f lost, %.0f late\n",
+                      s.evidence.hosts[pair.prober].name.c_str(),
+                      s.evidence.hosts[pair.peer].name.c_str(), pair.sent, pair.lost, pair.late);
+        }
       }
     }
   }

@@ -151,6 +151,7 @@ class PackageTest(unittest.TestCase):
                     "/lib/sysusers.d/ibfabric.conf", f"{SYSCONF}/ibfabricd.example.yaml",
                     f"{SYSCONF}/web-config.example.yml", "/usr/share/man/man8/ibfabricd.8.gz",
                     "/usr/share/ibfabric/alerts/ibfabric.rules.yml",
+                    "/usr/share/ibfabric/alertmanager/alertmanager.yml",
                     "/usr/share/doc/ibfabricd/copyright", "/usr/share/doc/ibfabricd/changelog.gz",
                     "/usr/share/doc/ibfabricd/README.systemd.md"}
         for name in glob.glob(os.path.join(source_dir(), "dashboards", "ibfabric-*.json")):
@@ -161,6 +162,8 @@ class PackageTest(unittest.TestCase):
         # The shipped data are the sources' files, byte for byte.
         for src, dst in (("dashboards/alerts/ibfabric.rules.yml",
                           "/usr/share/ibfabric/alerts/ibfabric.rules.yml"),
+                         ("deploy/alertmanager/alertmanager.yml",
+                          "/usr/share/ibfabric/alertmanager/alertmanager.yml"),
                          ("config/ibfabricd.example.yaml", f"{SYSCONF}/ibfabricd.example.yaml"),
                          ("systemd/90-ibfabric-umad.rules",
                           "/lib/udev/rules.d/90-ibfabric-umad.rules")):
