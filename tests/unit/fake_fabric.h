@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -33,6 +34,11 @@ inline constexpr std::uint64_t kSubnetPrefix = 0xfe80000000000000ull;
 // tables, SMs and their SA table, PMA counters set per port, PMAs that reject an attribute,
 // lossy ports, nodes that answer nothing or forward nothing, and the requests in flight. Each
 // answer is posted to the loop, never run inside submit() (the engine's contract).
+//
+// Held: a test that must choose when and how each request is answered (a probe's round trip,
+// the order of a fan-out's answers) sets `hold` and answers `held` itself; the engine's other
+// edges are then the test's too: the services a responder declares (`served`), the default
+// port (`port`) and the opening of it (`opens`, called when the test says).
 class FakeFabric final : public mad::Engine {
  public:
   struct Node {
@@ -48,6 +54,10 @@ class FakeFabric final : public mad::Engine {
   // `local`: the node the daemon runs on (directed routes start at its port 1).
   FakeFabric(boost::asio::io_context& io, std::uint64_t local)
       : Engine(mad::EngineConfig{}), io_(io), local_(local) {}
+  // A held engine (above): no subnet behind it, the test answers.
+  struct Held {};
+  FakeFabric(boost::asio::io_context& io, Held)
+      : Engine(mad::EngineConfig{}), hold(true), port(std::nullopt), io_(io), local_(0) {}
 
   void add(Node node) { nodes_[node.guid] = std::move(node); }
   void cable(std::uint64_t a, int a_port, std::uint64_t b, int b_port) {
@@ -131,6 +141,10 @@ class FakeFabric final : public mad::Engine {
   // --- end of the additions for the paths, ports and sm run tests.
 
   void submit(mad::Request request, mad::Callback callback) override {
+    if (hold) {
+      held.push_back({std::move(request), std::move(callback)});
+      return;
+    }
     // Lost, to a stopped node, or answered; counted in flight until the answer is delivered
     // (the block "PMAs that reject, lossy ports, ..." below).
     auto r = reaches_stopped(request) || lose_now(request) ? lost() : answer(request);
@@ -140,16 +154,58 @@ class FakeFabric final : public mad::Engine {
       callback(r);
     });
   }
-  std::unique_ptr<mad::Service> serve(mad::PortAddress, std::uint8_t, std::uint32_t, double,
-                                      mad::RequestHandler) override {
-    return nullptr;
+  std::unique_ptr<mad::Service> serve(mad::PortAddress via, std::uint8_t mgmt_class,
+                                      std::uint32_t oui, double max_per_second,
+                                      mad::RequestHandler handler) override {
+    served.push_back({via, mgmt_class, oui, max_per_second, std::move(handler)});
+    return std::make_unique<HeldService>(*this);
   }
   std::unique_ptr<mad::Client> client() override { return std::make_unique<Forward>(*this); }
-  std::optional<mad::PortAddress> default_port() override { return mad::PortAddress{"mlx5_0", 1}; }
+  std::optional<mad::PortAddress> default_port() override { return port; }
   void open_default_port(std::function<void(std::string)> done) override {
+    if (hold) {
+      opens.push_back(std::move(done));
+      return;
+    }
     boost::asio::post(io_, [done = std::move(done)] { done(""); });
   }
   void fill_metrics(MetricsBuilder&) const override {}
+
+  // --- Held (above).
+  bool hold = false;
+  struct HeldRequest {
+    mad::Request request;
+    mad::Callback callback;
+  };
+  std::deque<HeldRequest> held;
+  // Answers the oldest held request, now: a full MAD of its class whose attribute data is
+  // `fill`, or the failure `status`.
+  void answer_held(mad::Status status = mad::Status::ok, std::uint8_t fill = 0) {
+    auto h = std::move(held.front());
+    held.pop_front();
+    mad::Response r;
+    r.status = status;
+    if (status == mad::Status::ok) {
+      r.mad.assign(IB_MAD_SIZE, fill);
+      r.mad[1] = h.request.mgmt_class;
+    }
+    h.callback(std::move(r));
+  }
+  // Services (Engine::serve), in the order declared: what a responder would answer with.
+  struct Served {
+    mad::PortAddress via;
+    std::uint8_t mgmt_class = 0;
+    std::uint32_t oui = 0;
+    double max_per_second = 0;
+    mad::RequestHandler handler;
+  };
+  std::vector<Served> served;
+  std::string serve_error;                  // what every Service::refresh() says ("" = serving)
+  int refreshes = 0;                        // Service::refresh() calls
+  std::uint64_t answered = 0, dropped = 0;  // what every Service reports
+  std::optional<mad::PortAddress> port = mad::PortAddress{"mlx5_0", 1};  // default_port()
+  std::vector<std::function<void(std::string)>> opens;  // held: open_default_port() calls
+  // --- end of held.
 
   // ---- PMAs that reject an attribute, lossy ports, a node that stops answering, and the
   // requests in flight per destination (added for the fabric collector's tests,
@@ -316,6 +372,20 @@ class FakeFabric final : public mad::Engine {
   int destinations_in_flight_ = 0, peak_destinations_ = 0;
 
   // ---- End of the fabric collector's block. ----
+
+  class HeldService final : public mad::Service {
+   public:
+    explicit HeldService(FakeFabric& fabric) : fabric_(fabric) {}
+    std::string refresh() override {
+      ++fabric_.refreshes;
+      return fabric_.serve_error;
+    }
+    std::uint64_t answered() const override { return fabric_.answered; }
+    std::uint64_t dropped() const override { return fabric_.dropped; }
+
+   private:
+    FakeFabric& fabric_;
+  };
 
   class Forward final : public mad::Client {
    public:

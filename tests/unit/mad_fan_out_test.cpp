@@ -1,14 +1,14 @@
 #include "mad/fan_out.h"
 
 #include "collector_test_support.h"
-#include "fake_mad_engine.h"
+#include "fake_fabric.h"
 
 #include <gtest/gtest.h>
 
 namespace ibfabric::mad {
 namespace {
 
-using test::FakeEngine;
+using test_support::FakeFabric;
 
 // A pass that asks two queries, a third from the first one's answer, and records its end.
 class TestPass final : public FanOut {
@@ -35,7 +35,8 @@ class TestPass final : public FanOut {
 };
 
 struct Fixture {
-  std::shared_ptr<FakeEngine> engine = std::make_shared<FakeEngine>();
+  boost::asio::io_context io;
+  std::shared_ptr<FakeFabric> engine = std::make_shared<FakeFabric>(io, FakeFabric::Held{});
   ClientHandle handle{[this]() -> std::shared_ptr<Engine> { return engine; }};
   Fixture() { handle.engine(); }
 };
@@ -46,12 +47,12 @@ TEST(FanOut, SettlesOnceAfterTheLastQueryIncludingOnesAskedFromAnswers) {
   auto pass = std::make_shared<TestPass>(f.handle, log);
   pass->start(0);
   pass.reset();  // the pending callbacks keep it alive
-  ASSERT_EQ(f.engine->queue.size(), 2u);
-  f.engine->answer();  // first: asks the third
-  EXPECT_EQ(f.engine->queue.size(), 2u);
-  f.engine->answer(Status::timeout);  // second
+  ASSERT_EQ(f.engine->held.size(), 2u);
+  f.engine->answer_held();  // first: asks the third
+  EXPECT_EQ(f.engine->held.size(), 2u);
+  f.engine->answer_held(Status::timeout);  // second
   EXPECT_EQ(log.size(), 2u) << "settled before the third query answered";
-  f.engine->answer();  // third
+  f.engine->answer_held();  // third
   EXPECT_EQ(log, (std::vector<std::string>{"first ok ", "second timeout", "third ok",
                                            "settled asked=3"}));
 }
@@ -79,7 +80,7 @@ TEST(FanOut, AnswerShorterThanItsAttributeIsAFailure) {
   auto pass = std::make_shared<TestPass>(f.handle, log);
   // A PMA answer carries 192 octets of attribute data; asking for one more fails it.
   pass->start(IB_PC_DATA_SZ + 1);
-  f.engine->answer();
+  f.engine->answer_held();
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log[0], "first mad_status answer too short");
   EXPECT_EQ(attribute_size(IB_PERFORMANCE_CLASS), static_cast<std::size_t>(IB_PC_DATA_SZ));

@@ -7,7 +7,7 @@
 #include "mad/port_listing.h"
 #include "collectors/ports/ports_collector.h"
 #include "collectors/sm/sm_collector.h"
-#include "fake_mad_engine.h"
+#include "fake_fabric.h"
 
 #include <gtest/gtest.h>
 
@@ -133,7 +133,7 @@ template <class Make>
 void collector_fails_while_listing_hangs(Make make) {
   boost::asio::io_context io;
   auto guard = boost::asio::make_work_guard(io);
-  auto engine = std::make_shared<test::FakeEngine>();
+  auto engine = std::make_shared<test_support::FakeFabric>(io, test_support::FakeFabric::Held{});
   Gate gate;  // no ports: a run after the listing returned has nothing to ask and succeeds
   auto collector = make(
       io, [engine]() -> std::shared_ptr<Engine> { return engine; }, gate);
@@ -152,7 +152,7 @@ void collector_fails_while_listing_hangs(Make make) {
   EXPECT_FALSE((*second)->success);
   EXPECT_EQ((*second)->error, (*first)->error) << "one text, so the runner logs it once";
   EXPECT_EQ(gate.calls.load(), 1);
-  EXPECT_TRUE(engine->queue.empty());
+  EXPECT_TRUE(engine->held.empty());
 
   gate.release();
   std::shared_ptr<std::optional<CollectResult>> later;

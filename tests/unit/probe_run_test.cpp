@@ -14,7 +14,7 @@
 #include "collectors/probe/probe_run.h"
 #include "collector_test_support.h"
 #include "core/node_names.h"
-#include "fake_mad_engine.h"
+#include "fake_fabric.h"
 
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>
@@ -35,7 +35,7 @@ namespace ibfabric::probe {
 namespace {
 
 using namespace std::chrono_literals;
-using mad::test::FakeEngine;
+using test_support::FakeFabric;
 using test_support::info;
 using test_support::LogCapture;
 using test_support::samples;
@@ -68,7 +68,7 @@ ProbeConfig mad_config(std::vector<TargetConfig> targets) {
 
 struct Rig {
   boost::asio::io_context io;
-  std::shared_ptr<FakeEngine> engine = std::make_shared<FakeEngine>();
+  std::shared_ptr<FakeFabric> engine = std::make_shared<FakeFabric>(io, FakeFabric::Held{});
   std::shared_ptr<PeerDirectory> directory = std::make_shared<PeerDirectory>();
   std::shared_ptr<const NodeNameMap> names = std::make_shared<const NodeNameMap>();
   // The wall clock the prober's rotation slots are taken from.
@@ -102,10 +102,10 @@ struct Rig {
   // a bound for a prober that never sends, not a measurement.
   void run_until_queued(std::size_t n) {
     auto until = std::chrono::steady_clock::now() + 10s;
-    while (engine->queue.size() < n && std::chrono::steady_clock::now() < until) {
+    while (engine->held.size() < n && std::chrono::steady_clock::now() < until) {
       io.run_one_for(100ms);
     }
-    ASSERT_GE(engine->queue.size(), n) << "the prober did not send";
+    ASSERT_GE(engine->held.size(), n) << "the prober did not send";
   }
 };
 
@@ -120,11 +120,11 @@ std::vector<std::uint8_t> ping_data(std::optional<std::chrono::nanoseconds> hold
 
 // Answers the oldest request: ok with `data` at the class's data offset and the round trip the
 // engine measured.
-void answer_ok(FakeEngine& engine, std::chrono::nanoseconds rtt,
+void answer_ok(FakeFabric& engine, std::chrono::nanoseconds rtt,
                const std::vector<std::uint8_t>& data) {
-  ASSERT_FALSE(engine.queue.empty());
-  auto s = std::move(engine.queue.front());
-  engine.queue.pop_front();
+  ASSERT_FALSE(engine.held.empty());
+  auto s = std::move(engine.held.front());
+  engine.held.pop_front();
   mad::Response r;
   r.status = mad::Status::ok;
   r.attempts = 1;
@@ -137,17 +137,17 @@ void answer_ok(FakeEngine& engine, std::chrono::nanoseconds rtt,
 }
 
 // A probe's answer: RTT `rtt`, and the responder's hold time when it says one.
-void answer_ping(FakeEngine& engine, std::chrono::nanoseconds rtt,
+void answer_ping(FakeFabric& engine, std::chrono::nanoseconds rtt,
                  std::optional<std::chrono::nanoseconds> hold) {
-  ASSERT_FALSE(engine.queue.empty());
-  ASSERT_EQ(engine.queue.front().request.mgmt_class, kPingClass);
+  ASSERT_FALSE(engine.held.empty());
+  ASSERT_EQ(engine.held.front().request.mgmt_class, kPingClass);
   answer_ok(engine, rtt, ping_data(hold));
 }
 
-void answer_failed(FakeEngine& engine, mad::Status status, const std::string& error) {
-  ASSERT_FALSE(engine.queue.empty());
-  auto s = std::move(engine.queue.front());
-  engine.queue.pop_front();
+void answer_failed(FakeFabric& engine, mad::Status status, const std::string& error) {
+  ASSERT_FALSE(engine.held.empty());
+  auto s = std::move(engine.held.front());
+  engine.held.pop_front();
   mad::Response r;
   r.status = status;
   r.error = error;
@@ -161,7 +161,7 @@ TEST(ProbeRun, MadProbesGoToThePeersLidAsIbpingsGetWithoutRetry) {
   rig.make(mad_config({by_lid(5)}));
   rig.prober->start();
   rig.run_until_queued(1);
-  const auto& q = rig.engine->queue.front().request;
+  const auto& q = rig.engine->held.front().request;
   EXPECT_FALSE(q.to.directed);
   EXPECT_EQ(q.to.lid, 5);
   EXPECT_EQ(q.mgmt_class, kPingClass);
@@ -309,10 +309,10 @@ TEST(ProbeRun, MaxPeersProbesTheSlotsWindowAndRotateEveryMovesItOn) {
   EXPECT_EQ(seen.size(), 6u);
 
   // Probes go to the new window only: those to peers that left stop (their timers cancelled).
-  rig.engine->queue.clear();
+  rig.engine->held.clear();
   rig.run_until_queued(4);
   std::set<std::string> asked;
-  for (const auto& s : rig.engine->queue) asked.insert("lid " + std::to_string(s.request.to.lid));
+  for (const auto& s : rig.engine->held) asked.insert("lid " + std::to_string(s.request.to.lid));
   EXPECT_EQ(asked, probed());
   // And only their series are published: a peer that left loses its series.
   std::set<std::string> published;
@@ -339,10 +339,10 @@ std::vector<std::uint8_t> node_record(std::uint16_t lid, int type, std::uint64_t
   return r;
 }
 
-void answer_table(FakeEngine& engine, const std::vector<std::vector<std::uint8_t>>& records) {
-  ASSERT_FALSE(engine.queue.empty());
-  auto s = std::move(engine.queue.front());
-  engine.queue.pop_front();
+void answer_table(FakeFabric& engine, const std::vector<std::vector<std::uint8_t>>& records) {
+  ASSERT_FALSE(engine.held.empty());
+  auto s = std::move(engine.held.front());
+  engine.held.pop_front();
   ASSERT_EQ(s.request.attr_id, IB_SA_ATTR_NODERECORD);
   mad::Response r;
   r.status = mad::Status::ok;
@@ -389,12 +389,12 @@ TEST(ProbeRun, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakes
   EXPECT_TRUE(rig.directory->peers().empty()) << "no LID known before the SA answers";
 
   rig.prober->refresh_mad(own_ports(), "");
-  ASSERT_EQ(rig.engine->queue.size(), 3u);
-  const auto& guid_query = rig.engine->queue[0].request;
+  ASSERT_EQ(rig.engine->held.size(), 3u);
+  const auto& guid_query = rig.engine->held[0].request;
   EXPECT_EQ(guid_query.sa_component_mask, 1u << 8);  // PortGUID
-  const auto& description_query = rig.engine->queue[1].request;
+  const auto& description_query = rig.engine->held[1].request;
   EXPECT_EQ(description_query.sa_component_mask, 1u << 14);  // NodeDescription
-  const auto& table_query = rig.engine->queue[2].request;
+  const auto& table_query = rig.engine->held[2].request;
   EXPECT_EQ(table_query.sa_component_mask, 0u);  // the whole table
 
   answer_table(*rig.engine, {node_record(11, IB_NODE_CA, 0x0002c90300000a00, 0x0002c90300000a01,
@@ -422,7 +422,7 @@ TEST(ProbeRun, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakes
   // Probes go to the LIDs the SA gave.
   rig.run_until_queued(5);
   std::set<std::uint16_t> lids;
-  for (const auto& s : rig.engine->queue) lids.insert(s.request.to.lid);
+  for (const auto& s : rig.engine->held) lids.insert(s.request.to.lid);
   EXPECT_EQ(lids, (std::set<std::uint16_t>{11, 12, 13, 15}));
 }
 
@@ -442,8 +442,8 @@ TEST(ProbeRun, AFailedLookupIsReportedAndRetriedAndATargetTheSaDoesNotKnowIsName
   // The lookup answers after its collection ended: the next collection asks again at once (not
   // a resolve_interval later) and reports the failure.
   rig.prober->refresh_mad(own_ports(), "");
-  ASSERT_EQ(rig.engine->queue.size(), 1u);
-  EXPECT_EQ(rig.engine->queue.front().request.attr_id, IB_SA_ATTR_NODERECORD);
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  EXPECT_EQ(rig.engine->held.front().request.attr_id, IB_SA_ATTR_NODERECORD);
   rig.collect();
   EXPECT_FALSE(rig.result.success);
   EXPECT_NE(rig.result.error.find("SA NodeRecord lookup: timeout (no answer)"), std::string::npos)
@@ -459,7 +459,7 @@ TEST(ProbeRun, AFailedLookupIsReportedAndRetriedAndATargetTheSaDoesNotKnowIsName
 
   // A failed port listing: nothing over MAD in that collection, and said so.
   rig.prober->refresh_mad(std::nullopt, "listing the local InfiniBand ports failed");
-  EXPECT_TRUE(rig.engine->queue.empty());
+  EXPECT_TRUE(rig.engine->held.empty());
   rig.collect();
   EXPECT_NE(rig.result.error.find("listing the local InfiniBand ports failed"), std::string::npos)
       << rig.result.error;
@@ -475,13 +475,13 @@ TEST(ProbeRun, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
 
   // The default port is not resolved yet: nothing to ask.
   rig.prober->refresh_mad(own_ports(), "");
-  EXPECT_TRUE(rig.engine->queue.empty());
+  EXPECT_TRUE(rig.engine->held.empty());
   EXPECT_EQ(node_info(), 0u);
 
   rig.engine->port = mad::PortAddress{"mlx5_0", 1};
   rig.prober->refresh_mad(own_ports(), "");
-  ASSERT_EQ(rig.engine->queue.size(), 1u);
-  const auto& q = rig.engine->queue.front().request;
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  const auto& q = rig.engine->held.front().request;
   EXPECT_TRUE(q.to.directed);
   EXPECT_TRUE(q.to.path.empty()) << "this node's own CA";
   EXPECT_EQ(q.attr_id, IB_ATTR_NODE_DESC);
@@ -491,7 +491,7 @@ TEST(ProbeRun, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
   answer_failed(*rig.engine, mad::Status::timeout, "no answer");
   EXPECT_EQ(node_info(), 0u);
   rig.prober->refresh_mad(own_ports(), "");
-  ASSERT_EQ(rig.engine->queue.size(), 1u);
+  ASSERT_EQ(rig.engine->held.size(), 1u);
   std::vector<std::uint8_t> description(IB_SMP_DATA_SIZE, 0);
   std::memcpy(description.data(), "gpu-01 HCA-1", 12);
   answer_ok(*rig.engine, 0ns, description);
@@ -501,7 +501,7 @@ TEST(ProbeRun, NodeInfoNamesTheCaByItsNodeDescriptionOnceItAnswered) {
                                                 {"node_name", "gpu-01 HCA-1"}}));
   // Asked once per CA.
   rig.prober->refresh_mad(own_ports(), "");
-  EXPECT_TRUE(rig.engine->queue.empty());
+  EXPECT_TRUE(rig.engine->held.empty());
 }
 
 TEST(ProbeRun, NodeInfoPrefersTheNodeNameMapAndIsKnownAtOnceFromIt) {
@@ -565,7 +565,7 @@ TEST(ProbeRun, PrepareMadDeclaresTheRespondersServiceBeforeTheFirstRunAndOnlyOnc
   EXPECT_EQ(served.oui, kPingOui);
   EXPECT_EQ(served.max_per_second, 250);
   EXPECT_TRUE(rig.engine->opens.empty()) << "the daemon opens the port, not the prober";
-  EXPECT_TRUE(rig.engine->queue.empty());
+  EXPECT_TRUE(rig.engine->held.empty());
 
   // What it answers: ibping's host name, then the time it held the probe (here at least the
   // 3 ms the request is said to have waited).
