@@ -53,6 +53,15 @@ over distinguishable culprits and overall, time to name by fault kind and drop r
 bystander, look-alike and twin event with the command that replays its scenario; `--json
 PATH` writes everything.
 
+Notifications: each scenario's Prometheus sends its alerts to a real Alertmanager (Debian's
+prometheus-alertmanager) running the shipped deploy/alertmanager/alertmanager.yml, its pager and
+chat receivers pointed at a webhook of the bench's own (tests/lib/alertmanager.py: routing,
+grouping and inhibition as shipped, group_wait and group_interval shortened to seconds). Counted
+per scenario: the notification groups that fired after the injection (a group is a receiver and
+Alertmanager's group key: one page or chat thread, however often it repeats), by receiver, with
+their alerts; and any before it (a clean warm-up should have none). Totals: groups per fault,
+pages per fault, and the scenarios whose groups outnumber their faults.
+
     bench/localization.py [--seed N] [--scenarios 14] [--only ID,...] [--modes full,sparse]
                           [--warmup 75] [--duration 150] [--clean-hour [--clean-seconds 3600]]
                           [--spike-floor 20ms] [--json PATH] [--keep-logs] [--binary PATH]
@@ -80,6 +89,9 @@ sys.path.insert(0, os.path.join(ROOT, "tests", "lib"))
 from gen_fattree import fattree, hca_name, leaf_name, spine_name  # noqa: E402
 from ibfabric_testlib import find_samples, free_port  # noqa: E402
 from promserver import Localizer, PromServer  # noqa: E402
+
+os.environ.setdefault("IBFABRIC_SOURCE_DIR", ROOT)  # tests/lib's alertmanager.py reads it
+from alertmanager import Alertmanager, WebhookReceiver, config_for_test  # noqa: E402
 from simfabric import SHIM, SimFabric  # noqa: E402
 
 NAMING = ("IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
@@ -508,9 +520,12 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s, 
         or "clean fabric"))
     namer = Namer(topo, rig.guids, instances)
     localizer_port, prom_port = free_port(), free_port()
+    webhook = WebhookReceiver()
+    alertmanager = Alertmanager(config_for_test(webhook))
     prom = PromServer(targets=sorted(instances), rule_files=[rules], interval="5s",
                       port=prom_port,
-                      extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % localizer_port]})
+                      extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % localizer_port]},
+                      alertmanagers=["127.0.0.1:%d" % alertmanager.port])
     localizer = Localizer("http://127.0.0.1:%d" % prom_port, localizer_port, interval="10s", window="1m",
                           query_timeout="8s", binary=localize)
     named = {}  # entity -> {"first": s from injection, "last": ..., "alert": name}
@@ -572,6 +587,7 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s, 
             raise RuntimeError("a daemon died during the warm-up")
         warm = noise(prom, warmup) if warmup else None
         t0 = time.monotonic()
+        before_fault = len(webhook.received())
         for f in faults:
             if f["kind"] in HOST_FAULTS:
                 stall_thread = threading.Thread(target=stall, args=(
@@ -598,12 +614,18 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s, 
                 rig.fabric.command('Error "%s"[%d] 0' % (f["node"], f["port"]), settle=0)
         localizer.close()
         prom.close()
+        received = webhook.received()
+        alertmanager.close()
+        webhook.close()
+    notifications = {"warm-up": notification_groups(received[:before_fault]),
+                     "fault": notification_groups(received[before_fault:])}
 
     result = score({"id": sid, "kind": kind, "mode": mode, "pairs": len(pairs),
                     "faults": faults, "culprits": culprits, "named": named, "pending": pending,
                     "first_faulty_pair": first_faulty[0], "other_alerts": others,
                     "faulty_pairs_at_end": faulty_pairs, "load": load, "dead_daemons": dead,
-                    "evidence_after_warmup": warm, "evidence_at_end": end})
+                    "evidence_after_warmup": warm, "evidence_at_end": end,
+                    "notifications": notifications})
     say("  first faulty pair at %s s; after the warm-up %s; at the end %s"
         % (first_faulty[0], warm, end))
     for c in result["culprits"]:
@@ -618,9 +640,27 @@ def run_scenario(rig, sid, kind, mode, faults, rules, warmup, duration, poll_s, 
     for b in result["bystanders"]:
         say("  BYSTANDER %s named at %+.0f s: %s" % (b["entity"], b["first"],
                                                        b.get("description", "")))
+    for phase, groups in notifications.items():
+        for g in groups:
+            say("  notified (%s, %s): %s %s" % (phase, g["receiver"], ", ".join(g["alerts"]),
+                                                 g["group"]))
     if dead:
         say("  daemons died: %s" % ", ".join(dead))
     return result
+
+
+def notification_groups(received):
+    """The notification groups among webhook POSTs: one per receiver and group key that fired
+    (a page or a chat thread, however many times Alertmanager sent it), with its alerts' names
+    and its group labels."""
+    groups = {}
+    for n in received:
+        if n.get("status") != "firing":
+            continue
+        g = groups.setdefault((n["path"], n["groupKey"]), {
+            "receiver": n["path"].strip("/"), "group": n.get("groupLabels", {}), "alerts": set()})
+        g["alerts"].update(a["labels"]["alertname"] for a in n.get("alerts", []))
+    return [dict(g, alerts=sorted(g["alerts"])) for _, g in sorted(groups.items())]
 
 
 def score(result):
@@ -699,7 +739,18 @@ def summarize(results, duration):
     q_named = sum(1 for r in quiet for c in r["culprits"] if c["named"])
     q_all = q_named + sum(len(r["twins"]) + len(r["lookalikes"]) + len(r["bystanders"])
                           for r in quiet)
+    fault_groups = [(r, g) for r in results for g in r.get("notifications", {}).get("fault", [])]
+    notified = {
+        "groups": len(fault_groups),
+        "pages": sum(1 for _, g in fault_groups if g["receiver"] == "pager"),
+        "faults": sum(len(r["faults"]) for r in results),
+        "warm_up_groups": sum(len(r.get("notifications", {}).get("warm-up", []))
+                              for r in results),
+        "scenarios_over": [r["id"] for r in results
+                           if len(r.get("notifications", {}).get("fault", [])) > len(r["faults"])],
+    }
     return {
+        "notifications": notified,
         "noisy_warmups": noisy,
         "bystanders_named_after_quiet_warmups": sum(len(r["bystanders"]) for r in quiet),
         "precision_after_quiet_warmups": (q_named / q_all) if q_all else None,
@@ -744,6 +795,12 @@ def report(summary, results, seed, command):
                                            ", ".join(s["noisy_warmups"]) or "none",
                                            s["bystanders_named_after_quiet_warmups"],
                                            pct(s["precision_after_quiet_warmups"])))
+    n = s["notifications"]
+    print("notification groups after the injection: %d for %d faults (%s a fault), pages %d; "
+          "before it: %d; scenarios with more groups than faults: %s"
+          % (n["groups"], n["faults"], "%.2f" % (n["groups"] / n["faults"]) if n["faults"]
+             else "n/a", n["pages"], n["warm_up_groups"], ", ".join(n["scenarios_over"])
+             or "none"))
     rd = s["recall_distinguishable"]
     print("recall: distinguishable %d/%d (%s), overall %d/%d (%s)"
           % (rd["named"], rd["of"], pct(rd["ratio"]), s["recall_overall"]["named"],

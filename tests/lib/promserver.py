@@ -138,8 +138,9 @@ class PromServer(HttpApiServer):
     name = "prometheus"
 
     def __init__(self, targets=(), rule_files=(), job="ibfabric", interval="1s", config=None,
-                 port=None, extra_jobs=None):
+                 port=None, extra_jobs=None, alertmanagers=()):
         super().__init__()
+        self.alertmanagers = list(alertmanagers)  # host:port of Alertmanagers it sends alerts to
         self.targets = list(targets)
         self.want_port = port  # chosen ahead: a localizer started later must know it
         self.extra_jobs = dict(extra_jobs or {})  # job -> targets, scraped besides `job`
@@ -155,7 +156,7 @@ class PromServer(HttpApiServer):
             if self.config is not None:
                 f.write(self.config)
             else:
-                json.dump({  # JSON is YAML
+                config = {  # JSON is YAML
                     "global": {"scrape_interval": self.interval,
                                "evaluation_interval": self.interval,
                                "scrape_timeout": self.interval},
@@ -164,7 +165,11 @@ class PromServer(HttpApiServer):
                                         "static_configs": [{"targets": self.targets}]}] +
                                       [{"job_name": job, "static_configs": [{"targets": t}]}
                                        for job, t in sorted(self.extra_jobs.items())],
-                }, f)
+                }
+                if self.alertmanagers:
+                    config["alerting"] = {"alertmanagers": [
+                        {"static_configs": [{"targets": self.alertmanagers}]}]}
+                json.dump(config, f)
         check = subprocess.run(["promtool", "check", "config", config_path], capture_output=True,
                                text=True, timeout=60)
         if check.returncode != 0:
