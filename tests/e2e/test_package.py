@@ -150,6 +150,7 @@ class PackageTest(unittest.TestCase):
                     "/usr/bin/ibfabric-localize", "/lib/systemd/system/ibfabric-localize.service",
                     "/lib/sysusers.d/ibfabric.conf", f"{SYSCONF}/ibfabricd.example.yaml",
                     f"{SYSCONF}/web-config.example.yml", "/usr/share/man/man8/ibfabricd.8.gz",
+                    "/usr/share/man/man8/ibfabric-localize.8.gz",
                     "/usr/share/ibfabric/alerts/ibfabric.rules.yml",
                     "/usr/share/ibfabric/alertmanager/alertmanager.yml",
                     "/usr/share/doc/ibfabricd/copyright", "/usr/share/doc/ibfabricd/changelog.gz",
@@ -224,22 +225,25 @@ class PackageTest(unittest.TestCase):
         self.assertEqual(run(["/usr/bin/ibfabricd", "--check-config", "--config", broken],
                              check=False).returncode, 2)
 
-        # --- the man page: renders without warnings and names every flag and collector
-        help_text = run(["/usr/bin/ibfabricd", "--help"]).stdout
-        man = run(["man", "--warnings", "-l", "/usr/share/man/man8/ibfabricd.8.gz"],
-                  env=dict(os.environ, MANWIDTH="100", LC_ALL="C.UTF-8"))
-        self.assertEqual(man.stderr.strip(), "", "man --warnings")
-        page = re.sub(r".\x08", "", man.stdout)  # overstrike bold/underline
-        page = page.replace("\u2010", "-").replace("\u2212", "-")
-        flags = set(re.findall(r"(--[a-z][a-z.-]*[a-z])", help_text))
-        self.assertGreater(len(flags), 8, help_text)
-        for flag in flags:
-            self.assertIn(flag, page, f"man page lacks {flag}")
-        for name, state in re.findall(r"^\s+([a-z][a-z0-9_]*) \((on|off) by default\)$",
-                                      help_text, re.MULTILINE):
-            self.assertRegex(page, rf"\b{name}\s+\({state}", f"man page: collector {name}")
-        with gzip.open("/usr/share/man/man8/ibfabricd.8.gz", "rt") as f:
-            self.assertIn(f'"ibfabric {version}"', f.read())
+        # --- the man pages: each renders without warnings and names every flag of its
+        # program's --help (ibfabricd's also every collector)
+        for program in ("ibfabricd", "ibfabric-localize"):
+            help_text = run([f"/usr/bin/{program}", "--help"]).stdout
+            man_page = f"/usr/share/man/man8/{program}.8.gz"
+            man = run(["man", "--warnings", "-l", man_page],
+                      env=dict(os.environ, MANWIDTH="100", LC_ALL="C.UTF-8"))
+            self.assertEqual(man.stderr.strip(), "", f"man --warnings {man_page}")
+            page = re.sub(r".\x08", "", man.stdout)  # overstrike bold/underline
+            page = page.replace("\u2010", "-").replace("\u2212", "-")
+            flags = set(re.findall(r"(--[a-z][a-z.-]*[a-z])", help_text))
+            self.assertGreater(len(flags), 8, help_text)
+            for flag in flags:
+                self.assertIn(flag, page, f"{man_page} lacks {flag}")
+            for name, state in re.findall(r"^\s+([a-z][a-z0-9_]*) \((on|off) by default\)$",
+                                          help_text, re.MULTILINE):
+                self.assertRegex(page, rf"\b{name}\s+\({state}", f"man page: collector {name}")
+            with gzip.open(man_page, "rt") as f:
+                self.assertIn(f'"ibfabric {version}"', f.read())
 
         # --- reinstall, as an upgrade runs postinst (configure with the old version): the
         # operator's config and a disabled unit stay as they are
