@@ -1,5 +1,6 @@
 #include "daemon/app.h"
 
+#include "exporters/prometheus/self_metrics.h"
 #include "ibfabric/version.h"
 
 #include <spdlog/spdlog.h>

@@ -4,6 +4,7 @@
 #include "daemon/snapshot_store.h"
 #include "exporters/prometheus/http_server.h"
 #include "exporters/prometheus/render.h"
+#include "exporters/prometheus/self_metrics.h"
 #include "exporters/prometheus/web_config.h"
 
 #include <spdlog/spdlog.h>

@@ -6,7 +6,8 @@
 //   local_ports.cpp  listing the local CA ports (libibumad's sysfs reads)
 //   scheduler.cpp    queues per destination, the in-flight caps, the rate limit, timeouts,
 //                    retries, and how every request ends (finish)
-//   receiver.cpp     umad ports: open, agents, the receiver thread, TID matching, breakage
+//   port_open.cpp    umad ports: resolving and opening them off the loop, their agents, closing
+//   receiver.cpp     the receiver thread, TID matching, agents on demand, a port that breaks
 //   services.cpp     answering requests of a class this daemon serves (Engine::serve)
 
 #include "core/off_loop.h"
@@ -310,7 +311,7 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   // (the caller pumps).
   void dispatch(PendingPtr p);
 
-  // receiver.cpp
+  // port_open.cpp
   // The port `via` names once resolved (as asked when it names both CA and port); nullopt
   // while unknown.
   std::optional<PortAddress> known(const PortAddress& via) const;
@@ -340,6 +341,8 @@ class EngineImpl final : public Engine, public std::enable_shared_from_this<Engi
   void open_expired(PortAddress addr, std::uint64_t id);
   void port_failed(OpenPort& port, std::string error);
   void close_port(OpenPort& port);
+
+  // receiver.cpp
   // The receiver leaves umad_recv() when its slice ends (kRecvSliceMs) or a MAD arrives; neither
   // closing nor unregistering wakes it. So ask the local node for its NodeInfo (directed route,
   // zero hops: no switch involved) and let the answer wake it: closing a port (every `--once`

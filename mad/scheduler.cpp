@@ -51,7 +51,7 @@ void EngineImpl::submit_owned(Request request, Callback callback, bool has_owner
     finish(std::move(p), Status::queue_full, "more than max_queued requests waiting");
     return;
   }
-  // While the default port's first open runs, nothing else touches libibumad (receiver.cpp).
+  // While the default port's first open runs, nothing else touches libibumad (port_open.cpp).
   if (first_open_ && first_open_->waiting) {
     first_open_->parked.push_back(std::move(p));
     ++queued_;
@@ -63,7 +63,7 @@ void EngineImpl::submit_owned(Request request, Callback callback, bool has_owner
 
 void EngineImpl::dispatch(PendingPtr p) {
   // Resolving and opening a port read sysfs and can block: they run on a worker while the
-  // request waits parked (receiver.cpp).
+  // request waits parked (port_open.cpp).
   if (auto addr = known(p->req.via)) {
     p->port = *addr;
     route(std::move(p));

@@ -62,7 +62,7 @@ std::unique_ptr<Service> EngineImpl::serve(PortAddress via, std::uint8_t mgmt_cl
 
 std::string EngineImpl::refresh_service(int id) {
   auto& service = services_.at(id);
-  // Resolving and opening run on a worker (receiver.cpp): until they are done there is
+  // Resolving and opening run on a worker (port_open.cpp): until they are done there is
   // nothing to report, and the service registers when its port opens.
   if (first_open_ && first_open_->waiting) return "";
   auto addr = known(service.via);

@@ -31,11 +31,6 @@ using LiveMetrics = std::function<void(MetricsBuilder&)>;
 std::string render_text(const std::vector<SnapshotPtr>& snapshots,
                         const std::vector<LiveMetrics>& live);
 
-// The standard process_* metrics of this process, read from /proc/self.
-void add_process_metrics(MetricsBuilder& out);
-// ibfabric_build_info.
-void add_build_info(MetricsBuilder& out);
-
 // True when an Accept-Encoding header value accepts gzip (RFC 9110: `gzip` or `*` with a
 // q-value above 0, `identity;q=0` alone does not force it).
 bool accepts_gzip(std::string_view accept_encoding);

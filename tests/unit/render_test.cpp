@@ -1,6 +1,7 @@
 #include "exporters/prometheus/render.h"
 #include "core/metrics.h"
 #include "core/text_format.h"
+#include "exporters/prometheus/self_metrics.h"
 
 #include <gtest/gtest.h>
 #include <zlib.h>
