@@ -36,7 +36,7 @@ inline constexpr std::uint64_t kSubnetPrefix = 0xfe80000000000000ull;
 // answer is posted to the loop, never run inside submit() (the engine's contract).
 //
 // Held: a test that must choose when and how each request is answered (a probe's round trip,
-// the order of a fan-out's answers) sets `hold` and answers `held` itself; the engine's other
+// the order of a fan-out's answers) builds it `Held` and answers `held` itself; the engine's other
 // edges are then the test's too: the services a responder declares (`served`), the default
 // port (`port`) and the opening of it (`opens`, called when the test says).
 class FakeFabric final : public mad::Engine {
