@@ -64,7 +64,12 @@ pages per fault, and the scenarios whose groups outnumber their faults.
 
     bench/localization.py [--seed N] [--scenarios 14] [--only ID,...] [--modes full,sparse]
                           [--warmup 75] [--duration 150] [--clean-hour [--clean-seconds 3600]]
-                          [--spike-floor 20ms] [--json PATH] [--keep-logs] [--binary PATH]
+                          [--spike-floor 20ms] [--hog N] [--json PATH] [--keep-logs]
+                          [--binary PATH]
+
+With --hog N, N processes that only spin (one per core: both cores busy) run beside everything
+from the moment each fabric is up to the end: a training step's load on the hosts' CPUs. With
+--clean-hour it answers "does a clean fabric on a loaded machine page anyone?".
 
 Everything it starts (ibsim, opensm, the daemons, Prometheus) is ended by PID when it ends,
 also on Ctrl-C or SIGTERM.
@@ -861,6 +866,8 @@ def main():
     ap.add_argument("--localize", default=os.path.join(ROOT, "build", "daemon",
                                                         "ibfabric-localize"))
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--hog", type=int, default=0,
+                    help="processes that only spin, beside everything once a fabric is up")
     ap.add_argument("--keep-logs", action="store_true",
                     help="keep the daemons' logs (their RTT spike lines say when and where)")
     a = ap.parse_args()
@@ -911,11 +918,12 @@ def main():
            "rules": rules, "rules_sha256": hashlib.sha256(rules_text).hexdigest(),
            "has_suspect_host_alert": has_host_alert, "binary": binary,
            "tree_commit": git_head(ROOT), "warmup": a.warmup, "spike_floor": a.spike_floor,
-           "duration": a.clean_seconds if a.clean_hour else a.duration,
+           "duration": a.clean_seconds if a.clean_hour else a.duration, "hog": a.hog,
            "topology": {"leaves": a.leaves, "spines": a.spines, "hcas_per_leaf": a.hcas_per_leaf},
            "sparse_peers": sparse, "fabrics": [], "results": []}
     results = out["results"]
     rig = None
+    hogs = []
     failed = False
     try:
         for mode in MODES:
@@ -935,6 +943,12 @@ def main():
                                            "daemon_hops_not_in_ibtracert": rig.path_diffs})
                     say("fabric up in %.0f s; daemon-traced hops not in ibtracert's routes: %d"
                         % (time.monotonic() - t, rig.path_diffs))
+                    while len(hogs) < a.hog:
+                        hogs.append(subprocess.Popen(
+                            [sys.executable, "-c", "while True: pass"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+                    if hogs:
+                        say("%d spinning processes beside it" % len(hogs))
                 results.append(run_scenario(rig, sid, kind, m, faults, rules,
                                             0 if a.clean_hour else a.warmup, out["duration"],
                                             a.poll, localize))
@@ -945,6 +959,9 @@ def main():
         failed = True
         raise
     finally:
+        for h in hogs:
+            h.kill()
+            h.wait()
         if rig is not None:
             rig.close(keep_logs=failed or a.keep_logs)
         if results:

@@ -39,7 +39,7 @@ struct WebLimits {
 };
 
 // A device's PortXmitWait tick, given by the configuration (`transmit_wait_ticks`): for the
-// devices no public source gives one for (core/transmit_wait_tick.h).
+// devices no public source gives one for (ib/transmit_wait_tick.h).
 struct TransmitWaitTickRule {
   std::uint32_t vendor_id = 0;  // NodeInfo VendorID
   std::uint32_t device_id = 0;  // NodeInfo DeviceID

@@ -17,7 +17,7 @@ import sys
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCES = (".h", ".cpp", ".c")
-FOLDERS = ("config", "core", "mad", "collectors", "exporters", "localize", "query", "daemon",
+FOLDERS = ("config", "core", "mad", "ib", "collectors", "exporters", "localize", "query", "daemon",
            "tests", "bench")
 
 

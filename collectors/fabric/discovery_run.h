@@ -9,8 +9,8 @@
 
 #include "collectors/fabric/fabric_model.h"
 #include "collectors/fabric/fabric_state.h"
+#include "collectors/fan_out.h"
 #include "mad/engine.h"
-#include "mad/fan_out.h"
 
 #include <cstdint>
 #include <deque>
@@ -21,7 +21,7 @@
 
 namespace ibfabric::fabric {
 
-class DiscoveryRun : public mad::FanOut {
+class DiscoveryRun : public FanOut {
  public:
   // The topology found, and how many of the discovery's queries failed.
   using Finished = std::function<void(std::shared_ptr<Topology>, int)>;

@@ -1,7 +1,7 @@
 #include "collectors/fabric/sweep_run.h"
 
 #include "core/text_format.h"
-#include "core/transmit_wait_tick.h"
+#include "ib/transmit_wait_tick.h"
 
 #include <spdlog/spdlog.h>
 
@@ -19,7 +19,7 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::pair<std::string, std::string>>& counter_names() {
   static const auto names = [] {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& def : mad::counter_defs()) {
+    for (const auto& def : ib::counter_defs()) {
       out.emplace_back("ibfabric_fabric_port_" + std::string(def.metric),
                        std::string(def.help) + " (" + std::string(def.pma_name) + ")");
     }
@@ -87,7 +87,7 @@ void SweepRun::begin() {
   launch([this] {
     // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
     // the SA's table when there is an SA to ask. The switches' counters are asked meanwhile.
-    if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
+    if (!fresh_ && !switches_.empty() && ib::routable_lid(topology_->sm_lid)) {
       ask_port_info_records();
     }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
@@ -134,10 +134,10 @@ std::size_t SweepRun::use_port_info_records(const mad::Response& r) {
   std::size_t used = 0;
   std::unordered_map<std::uint16_t, std::size_t> by_lid;
   for (std::size_t i = 0; i < switches_.size(); ++i) {
-    if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
+    if (ib::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
   }
   sa_info_.resize(switches_.size());
-  mad::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const mad::PortInfoRecord& rec) {
+  ib::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const ib::PortInfoRecord& rec) {
     auto it = by_lid.find(rec.lid);
     if (it == by_lid.end()) return;
     auto& ports = sa_info_[it->second];
@@ -167,13 +167,13 @@ void SweepRun::port_info(std::size_t i, std::size_t idx) {
       mad::Request::smp_get(mad::Destination::to_lid(sw.node->lid), IB_ATTR_PORT_INFO,
                             static_cast<std::uint32_t>(idx + 1)),
       [port](const mad::Response& r) {
-        port().port_info = mad::decode_port_info(r.data());
+        port().port_info = ib::decode_port_info(r.data());
         port().port_info_at = Clock::now();
       },
       [port](const mad::Response&) { port().failed = port().lost_info = true; });
 }
 
-const mad::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
+const ib::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
   if (i >= sa_info_.size() || idx >= sa_info_[i].size() || !sa_info_[i][idx]) return nullptr;
   return &*sa_info_[i][idx];
 }
@@ -215,13 +215,13 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
   if (keep) remember(sw, now);
   std::vector<PortResult>().swap(sw.ports);
   auto i = static_cast<std::size_t>(&sw - switches_.data());
-  if (i < sa_info_.size()) std::vector<std::optional<mad::PortInfo>>().swap(sa_info_[i]);
+  if (i < sa_info_.size()) std::vector<std::optional<ib::PortInfo>>().swap(sa_info_[i]);
 }
 
 void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
                    std::function<void(const mad::Response&)> on_ok,
                    std::function<void(const mad::Response&)> on_fail) {
-  auto min_size = mad::attribute_size(req.mgmt_class);
+  auto min_size = ib::attribute_size(req.mgmt_class);
   ++pending_[i];
   FanOut::ask(std::move(req), min_size,
               [this, i, attribute, on_ok = std::move(on_ok),
@@ -258,7 +258,7 @@ void SweepRun::query_switch(std::size_t i) {
   // Allocated now, not at the start: a sweep holds the ports of the switches in flight.
   sw.ports.resize(static_cast<std::size_t>(std::max(0, sw.node->num_ports)));
   auto lid = sw.node->lid;
-  if (!mad::routable_lid(lid)) {
+  if (!ib::routable_lid(lid)) {
     // The SM has not given the switch a LID (yet): nothing can be asked by LID.
     mad::Response r;
     r.status = mad::Status::refused;
@@ -281,7 +281,7 @@ void SweepRun::query_switch(std::size_t i) {
   ask(
       i, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
       [this, i](const mad::Response& r) {
-        auto caps = mad::decode_class_port_info(r.data());
+        auto caps = ib::decode_class_port_info(r.data());
         switches_[i].caps = caps;
         kept_.pma_caps[switches_[i].node->guid] = caps;
         kept_.last_caps[switches_[i].node->guid] = caps;
@@ -322,7 +322,7 @@ void SweepRun::ask_ports(std::size_t i) {
     } else if (!sa_pending_) {
       port_info(i, idx);
     }  // else when the SA's table is in (ask_port_info_records)
-    if (mad::needs_port_counters(caps)) {
+    if (ib::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
       ask(
@@ -378,7 +378,7 @@ void SweepRun::emit_topology(MetricsBuilder& out) {
              "else NodeDescription, else GUID); each node is reported by the shard its GUID "
              "hashes to.",
              {{"node_guid", hex_guid(guid)},
-              {"node_type", mad::node_type_name(node.type)},
+              {"node_type", ib::node_type_name(node.type)},
               {"node_description", trim_node_description(node.description)},
               {"node_name", kept_.names->name(guid, node.description)}});
   }
@@ -397,7 +397,7 @@ void SweepRun::emit_topology(MetricsBuilder& out) {
               {"node_name", link.name},
               {"remote_node_guid", hex_guid(link.remote_guid)},
               {"remote_port", std::to_string(link.remote_port)},
-              {"remote_node_type", mad::node_type_name(link.remote_type)},
+              {"remote_node_type", ib::node_type_name(link.remote_type)},
               {"remote_node_name", link.remote_name}});
   }
 }
@@ -474,8 +474,8 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
     } else if (now - m.port_info_at > keep) {
       m.port_info.reset();
     }
-    keep_part(p.basic, p.basic_at, mad::port_counters_octets(), m.basic);
-    keep_part(p.extended, p.extended_at, mad::port_counters_extended_octets(), m.extended);
+    keep_part(p.basic, p.basic_at, ib::port_counters_octets(), m.basic);
+    keep_part(p.extended, p.extended_at, ib::port_counters_extended_octets(), m.extended);
     if (m.optional.size() < p.optional.size()) m.optional.resize(p.optional.size());
     for (std::size_t a = 0; a < m.optional.size(); ++a) {
       static const std::vector<std::uint8_t> kNone;
@@ -545,7 +545,7 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
       auto pi = *pr.port_info;
       // External ports of a switch carry no CapabilityMask; port 0's applies.
       if (sw.node->port0_capability_mask) {
-        pi.extended_speeds = (*sw.node->port0_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
+        pi.extended_speeds = (*sw.node->port0_capability_mask & ib::kPortCapExtendedSpeeds) != 0;
       }
       out.gauge("ibfabric_fabric_port_state",
                 "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
@@ -556,12 +556,12 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
                 l, pi.phys_state);
       out.gauge("ibfabric_fabric_port_link_width_lanes",
                 "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
-                l, mad::lanes(pi.width_active));
+                l, ib::lanes(pi.width_active));
       out.gauge("ibfabric_fabric_port_link_speed_lane_bytes_per_second",
                 "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8 "
                 "(PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-                l, mad::lane_gbps(pi) * 1e9 / 8);
-      if (auto effective = mad::effective_bytes_per_second(pi)) {
+                l, ib::lane_gbps(pi) * 1e9 / 8);
+      if (auto effective = ib::effective_bytes_per_second(pi)) {
         out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
                   "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
                   "FDR and EDR, FEC from HDR on), in bytes per second.",
@@ -571,8 +571,8 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
     if (!sw.caps) continue;
     const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();
     const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
-    const mad::CounterDef* defs = mad::counter_defs().data();
-    for (const auto& v : mad::merge_counters(*sw.caps, basic, extended)) {
+    const ib::CounterDef* defs = ib::counter_defs().data();
+    for (const auto& v : ib::merge_counters(*sw.caps, basic, extended)) {
       if (!exported(v.def->metric)) continue;
       const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
       out.counter(name, help, l, v.value);
@@ -584,8 +584,8 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
     }
     // The error details come first in `optional`; add_detail_counters() reads those only.
     if (kept_.config.error_details && !pr.optional.empty()) {
-      mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
-                               pr.optional, [this](std::string_view m) { return exported(m); });
+      ib::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
+                              pr.optional, [this](std::string_view m) { return exported(m); });
     }
     emit_vl_xmit_wait(out, sw, idx, guid);
   }
@@ -599,8 +599,8 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
   // Which VLs are the port's: without its PortInfo (lost, and not kept) nothing is exported.
   if (!pr.port_info || *slot >= pr.optional.size()) return;
   const auto& data = pr.optional[*slot];
-  if (data.size() < mad::port_vl_xmit_wait_octets()) return;
-  int vls = mad::operational_data_vls(pr.port_info->oper_vls);
+  if (data.size() < ib::port_vl_xmit_wait_octets()) return;
+  int vls = ib::operational_data_vls(pr.port_info->oper_vls);
   // Label sets (node_guid, port, vl) are kept with the topology's label cache, made by its first
   // sweep; a VL a port has only since then gets a set of this collection's.
   auto& cached = kept_.labels.vls[sw.node->guid];
@@ -612,7 +612,7 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
     return l;
   };
   for (int vl = 0; vl < vls; ++vl) {
-    auto value = mad::vl_xmit_wait(data.data(), vl);
+    auto value = ib::vl_xmit_wait(data.data(), vl);
     const LabelSet* set = nullptr;
     if (static_cast<std::size_t>(vl) < sets.size()) {
       set = sets[static_cast<std::size_t>(vl)];
@@ -629,9 +629,9 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
     } else {
       out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, labels(vl), value);
     }
-    if (value >= mad::kVlXmitWaitMax) {
+    if (value >= ib::kVlXmitWaitMax) {
       Labels sl = switch_port_labels(guid, idx);
-      sl.emplace_back("counter", mad::vl_xmit_wait_name(vl));
+      sl.emplace_back("counter", ib::vl_xmit_wait_name(vl));
       out.gauge("ibfabric_fabric_port_counters_saturated", kSaturatedHelp, sl, 1);
     }
   }

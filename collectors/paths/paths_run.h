@@ -4,12 +4,12 @@
 // and updates the state. Behaviour, metrics and keys: docs/collectors.md, "Collector `paths`".
 
 #include "collectors/collector.h"
+#include "collectors/fan_out.h"
 #include "collectors/peer_directory.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
-#include "mad/attributes.h"
+#include "ib/attributes.h"
 #include "mad/engine.h"
-#include "mad/fan_out.h"
 
 #include <array>
 #include <chrono>
@@ -73,14 +73,14 @@ struct PeerPath {
 
 struct LftBlock {
   Route route;  // how the switch was reached
-  std::array<std::uint8_t, mad::kLftBlockLids> ports{};
+  std::array<std::uint8_t, ib::kLftBlockLids> ports{};
 };
 
 // What the collector learns across runs: this node and its master SM as last seen, the paths,
 // and the cache of what the traces read (LFT blocks are shared by 64 LIDs, switches by many
 // peers), plus the counters it exports since start.
 struct PathsState {
-  mad::QueryErrors<std::string_view> errors{"paths"};  // by attribute
+  QueryErrors<std::string_view> errors{"paths"};  // by attribute
 
   // This node, as the last run found it.
   std::uint64_t local_guid = 0;
@@ -93,7 +93,7 @@ struct PathsState {
 
   std::map<PeerKey, PeerPath> paths;
   std::map<BlockKey, LftBlock> lft;
-  std::map<Route, mad::NodeInfo> nodes;
+  std::map<Route, ib::NodeInfo> nodes;
   std::map<std::pair<Route, int>, std::pair<std::uint16_t, int>> port_lids;  // (lid, lmc)
   std::map<std::uint64_t, std::string> descriptions;
   std::map<std::string, std::uint64_t> traces;  // by cause
@@ -116,7 +116,7 @@ struct PathsState {
 // One collection: this node's port, the master SM, verification of the tables in use, then the
 // traces of new and stale paths, all through one fan-out; the snapshot is built when the last
 // query has settled. Made with std::make_shared, then start().
-class PathsRun : public mad::FanOut {
+class PathsRun : public FanOut {
  public:
   PathsRun(mad::ClientHandle& mad, const PathsConfig& config, PathsState& state,
            const probe::PeerDirectory& peers, const NodeNameMap& names, Collector::Done done);
@@ -124,7 +124,7 @@ class PathsRun : public mad::FanOut {
   void start();
 
  private:
-  using NodeCallback = std::function<void(const std::optional<mad::NodeInfo>&, const char*)>;
+  using NodeCallback = std::function<void(const std::optional<ib::NodeInfo>&, const char*)>;
   using LftCallback = std::function<void(const LftBlock*, const char*)>;
   using LidCallback =
       std::function<void(std::optional<std::pair<std::uint16_t, int>>, const char*)>;
@@ -152,7 +152,7 @@ class PathsRun : public mad::FanOut {
   void start_leg(const TracePtr& t, bool forward);
   void next_node(const TracePtr& t, std::uint8_t out);
   void at_switch(const TracePtr& t, std::uint64_t guid);
-  void check_destination(const TracePtr& t, const mad::NodeInfo& node);
+  void check_destination(const TracePtr& t, const ib::NodeInfo& node);
   void arrived(const TracePtr& t, std::uint64_t guid, Route route);
   void fail(const TracePtr& t, const char* reason, std::string detail);
   void finish(const TracePtr& t);
@@ -177,7 +177,7 @@ class PathsRun : public mad::FanOut {
   const NodeNameMap& names_;
   Collector::Done done_;
   Clock::time_point now_;
-  std::optional<mad::NodeInfo> local_;
+  std::optional<ib::NodeInfo> local_;
   std::uint16_t local_lid_ = 0, sm_lid_ = 0;
   std::string local_error_;
   int unplaced_ = 0;

@@ -30,7 +30,7 @@ struct PortsConfig {
   // failure) are still reported from the last read. 0: not at all.
   std::chrono::nanoseconds keep_unread = std::chrono::minutes(10);
   // The configuration's PortXmitWait ticks (top-level transmit_wait_ticks), for the devices
-  // core/transmit_wait_tick.h does not know.
+  // ib/transmit_wait_tick.h does not know.
   std::vector<TransmitWaitTickRule> transmit_wait_ticks;
 };
 

@@ -5,12 +5,12 @@
 // `ports`".
 
 #include "collectors/collector.h"
+#include "collectors/fan_out.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
 #include "core/state_store.h"
-#include "mad/attributes.h"
+#include "ib/attributes.h"
 #include "mad/engine.h"
-#include "mad/fan_out.h"
 
 #include <boost/asio/io_context.hpp>
 
@@ -33,13 +33,13 @@ using TimePoint = std::chrono::steady_clock::time_point;
 // What one side of one link gave in a pass, and when each part was read; between passes,
 // the memory of that side (a part lost in a pass is taken from it for keep_unread).
 struct Side {
-  std::optional<mad::PortInfo> port_info;
+  std::optional<ib::PortInfo> port_info;
   std::uint16_t pma_lid = 0;  // the LID the PMA was asked at (a switch's port-0 LID)
   int pma_port = 0;
-  std::optional<mad::PmaCapabilities> caps;
+  std::optional<ib::PmaCapabilities> caps;
   std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
   std::vector<std::uint8_t> extended;  // PortCountersExtended data
-  // PortRcvErrorDetails and PortXmitDiscardDetails data (mad::detail_attributes() order),
+  // PortRcvErrorDetails and PortXmitDiscardDetails data (ib::detail_attributes() order),
   // empty when not read.
   std::vector<std::vector<std::uint8_t>> details;
   // The peer's identity.
@@ -86,12 +86,12 @@ struct PortsState {
   // Link memory across restarts: read at the first collection, applied to the ports it lists.
   state::StateStore store;
   std::optional<state::State> pending_state;
-  mad::QueryErrors<ErrorKey> errors{"ports"};
+  QueryErrors<ErrorKey> errors{"ports"};
 };
 
 // One collection: every query in flight at once, metrics built when the last one is back.
 // Made with std::make_shared, then start().
-class PortsRun : public mad::FanOut {
+class PortsRun : public FanOut {
  public:
   PortsRun(mad::ClientHandle& mad, const PortsConfig& config, const NodeNameMap& names,
            PortsState& state, Collector::Done done, std::vector<mad::LocalPort> ports);

@@ -5,11 +5,11 @@
 // Metrics: docs/collectors.md, "Collector `sm`".
 
 #include "collectors/collector.h"
+#include "collectors/fan_out.h"
 #include "collectors/sm/sm_decode.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
 #include "mad/engine.h"
-#include "mad/fan_out.h"
 
 #include <cstdint>
 #include <functional>
@@ -40,12 +40,12 @@ struct PortMemory {
 // What the collector keeps across runs.
 struct SmState {
   std::map<PortKey, PortMemory> memory;
-  mad::QueryErrors<ErrorKey> errors{"sm"};
+  QueryErrors<ErrorKey> errors{"sm"};
 };
 
 // One collection: every port's queries in flight at once, metrics built when the last is back.
 // Made with std::make_shared, then start().
-class SmRun : public mad::FanOut {
+class SmRun : public FanOut {
  public:
   // subnet: also list every SM of the subnet (the `subnet` key).
   SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmState& state,

@@ -1,6 +1,6 @@
 #include "collectors/sriov/sriov_sysfs.h"
 
-#include "core/sysfs_parse.h"
+#include "ib/sysfs_parse.h"
 
 #include <fcntl.h>
 #include <unistd.h>

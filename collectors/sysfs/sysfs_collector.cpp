@@ -2,8 +2,8 @@
 
 #include "collectors/sysfs/counter_files.h"
 
-#include "core/link_rate.h"
-#include "core/sysfs_parse.h"
+#include "ib/link_rate.h"
+#include "ib/sysfs_parse.h"
 
 #include <dirent.h>
 #include <fcntl.h>

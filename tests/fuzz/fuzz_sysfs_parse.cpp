@@ -1,8 +1,8 @@
-// libFuzzer target: every parser of core/sysfs_parse.h over the same file content.
+// libFuzzer target: every parser of ib/sysfs_parse.h over the same file content.
 // Besides crashes and sanitizer reports, it checks what the header promises: a parsed GUID is
 // "0x" and 16 lowercase hex digits, and printable() output is printable.
 
-#include "core/sysfs_parse.h"
+#include "ib/sysfs_parse.h"
 
 #include <cstddef>
 #include <cstdint>

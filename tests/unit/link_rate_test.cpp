@@ -1,6 +1,6 @@
-// Link rates worked out by hand from the lane rates and encodings in core/link_rate.h.
+// Link rates worked out by hand from the lane rates and encodings in ib/link_rate.h.
 
-#include "core/link_rate.h"
+#include "ib/link_rate.h"
 
 #include <gtest/gtest.h>
 

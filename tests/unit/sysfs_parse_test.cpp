@@ -1,7 +1,7 @@
 // The parsers for the kernel's /sys/class/infiniband text, against strings written exactly as
 // drivers/infiniband/core/sysfs.c formats them, and against text the kernel never writes.
 
-#include "core/sysfs_parse.h"
+#include "ib/sysfs_parse.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // core/transmit_wait_tick: the families whose PortXmitWait tick is published, by NodeInfo
 // VendorID and DeviceID, and the configuration's rules before them.
-#include "core/transmit_wait_tick.h"
+#include "ib/transmit_wait_tick.h"
 
 #include <gtest/gtest.h>
 

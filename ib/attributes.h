@@ -10,6 +10,7 @@
 
 #include <infiniband/mad.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -17,7 +18,18 @@
 #include <string_view>
 #include <vector>
 
-namespace ibfabric::mad {
+namespace ibfabric::ib {
+
+// A unicast LID (1-0xbfff): one that can be asked by LID. 0 is "none yet", 0xc000 and up are
+// multicast or permissive.
+inline bool routable_lid(std::uint16_t lid) {
+  return lid >= IB_MIN_UCAST_LID && lid <= IB_MAX_UCAST_LID;
+}
+
+// The attribute data an answer of `mgmt_class` must carry: the PMA's whole data area (192
+// octets; the extended error counters of PortCountersExtended lie past the first 64), else an
+// SMP attribute (64).
+std::size_t attribute_size(std::uint8_t mgmt_class);
 
 // Attribute ids, node types and management classes are libibmad's names (<infiniband/mad.h>:
 // CLASS_PORT_INFO, IB_GSI_PORT_COUNTERS, IB_NODE_SWITCH, ...). libibmad names none of the bits
@@ -127,7 +139,7 @@ int lanes(int width_bits);  // 4 for 4X, 0 when unknown
 double lane_gbps(const PortInfo& pi);
 int mtu_bytes(int mtu_code);  // 0 when unknown
 // The link's data rate after line encoding (8b/10b up to QDR, 64b/66b FDR/EDR, FEC from HDR) in
-// bytes per second (core/link_rate.h); nullopt when the width or speed is unknown.
+// bytes per second (ib/link_rate.h); nullopt when the width or speed is unknown.
 std::optional<double> effective_bytes_per_second(const PortInfo& pi);
 
 struct PmaCapabilities {
@@ -214,4 +226,4 @@ void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Lab
 // SymbolErrorCounter, 0xffffffff for PortXmitData.
 std::uint64_t field_max(enum MAD_FIELDS field);
 
-}  // namespace ibfabric::mad
+}  // namespace ibfabric::ib

@@ -1,11 +1,11 @@
-#include "mad/attributes.h"
+#include "ib/attributes.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <map>
 
-namespace ibfabric::mad {
+namespace ibfabric::ib {
 namespace {
 
 // Big enough for any attribute here: PMA data areas are 192 octets (IB_PC_DATA_SZ).
@@ -256,5 +256,13 @@ TEST(Counters, MissingAttributeCostsOnlyItsValues) {
   EXPECT_TRUE(w.empty());
 }
 
+TEST(Attributes, RoutableLids) {
+  EXPECT_FALSE(routable_lid(0));
+  EXPECT_TRUE(routable_lid(1));
+  EXPECT_TRUE(routable_lid(0xbfff));
+  EXPECT_FALSE(routable_lid(0xc000));
+  EXPECT_FALSE(routable_lid(0xffff));
+}
+
 }  // namespace
-}  // namespace ibfabric::mad
+}  // namespace ibfabric::ib

@@ -1,12 +1,8 @@
-#include "mad/fan_out.h"
+#include "collectors/fan_out.h"
 
 #include <spdlog/spdlog.h>
 
-namespace ibfabric::mad {
-
-std::size_t attribute_size(std::uint8_t mgmt_class) {
-  return mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
-}
+namespace ibfabric {
 
 void FanOut::launch(const std::function<void()>& first) {
   ++outstanding_;
@@ -14,14 +10,14 @@ void FanOut::launch(const std::function<void()>& first) {
   settle();
 }
 
-void FanOut::ask(Request request, std::size_t min_size,
-                 std::function<void(const Response&)> on_done) {
+void FanOut::ask(mad::Request request, std::size_t min_size,
+                 std::function<void(const mad::Response&)> on_done) {
   ++outstanding_;
   ++asked_;
   mad_.client().submit(std::move(request), [self = shared_from_this(), min_size,
-                                            on_done = std::move(on_done)](Response r) {
+                                            on_done = std::move(on_done)](mad::Response r) {
     if (r.ok() && r.data_size() < min_size) {
-      r.status = Status::mad_status;
+      r.status = mad::Status::mad_status;
       r.error = "answer too short";
     }
     on_done(r);
@@ -33,7 +29,7 @@ void FanOut::settle() {
   if (--outstanding_ == 0) settled();
 }
 
-void FailureLog::note(const Response& r, const std::function<std::string()>& subject) {
+void FailureLog::note(const mad::Response& r, const std::function<std::string()>& subject) {
   if (r.ok()) {
     if (failing_.empty()) return;
     auto s = subject();
@@ -47,4 +43,4 @@ void FailureLog::note(const Response& r, const std::function<std::string()>& sub
   }
 }
 
-}  // namespace ibfabric::mad
+}  // namespace ibfabric

@@ -1,4 +1,4 @@
-#include "core/transmit_wait_tick.h"
+#include "ib/transmit_wait_tick.h"
 
 #include <array>
 

@@ -3,6 +3,7 @@
 // fan-out that sends them all at once and runs its end when the last one settles, the checks
 // every answer gets, and the log-once counting of failed queries.
 
+#include "ib/attributes.h"
 #include "mad/engine.h"
 
 #include <cstddef>
@@ -13,18 +14,7 @@
 #include <set>
 #include <string>
 
-namespace ibfabric::mad {
-
-// A unicast LID (1-0xbfff): one that can be asked by LID. 0 is "none yet", 0xc000 and up are
-// multicast or permissive.
-inline bool routable_lid(std::uint16_t lid) {
-  return lid >= IB_MIN_UCAST_LID && lid <= IB_MAX_UCAST_LID;
-}
-
-// The attribute data an answer of `mgmt_class` must carry: the PMA's whole data area (192
-// octets; the extended error counters of PortCountersExtended lie past the first 64), else an
-// SMP attribute (64).
-std::size_t attribute_size(std::uint8_t mgmt_class);
+namespace ibfabric {
 
 // One collection's MAD queries, all in flight at once (the engine paces them). A collector's
 // pass derives from it, is made with std::make_shared, and asks from launch() and from the
@@ -36,16 +26,17 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
   virtual ~FanOut() = default;
 
  protected:
-  explicit FanOut(ClientHandle& mad) : mad_(mad) {}
+  explicit FanOut(mad::ClientHandle& mad) : mad_(mad) {}
 
   // Runs `first`, which asks the first queries, held open so that an answer arriving meanwhile
   // cannot settle the fan-out before they are all out. Settles at once when nothing was asked.
   void launch(const std::function<void()>& first);
 
   // Submits `request`; when it is done, an answer with less than `min_size` octets of
-  // attribute data is turned into a failure (Status::mad_status, "answer too short"), then
+  // attribute data is turned into a failure (mad::Status::mad_status, "answer too short"), then
   // `on_done` runs with it, ok or not, then the query settles.
-  void ask(Request request, std::size_t min_size, std::function<void(const Response&)> on_done);
+  void ask(mad::Request request, std::size_t min_size,
+           std::function<void(const mad::Response&)> on_done);
 
   // Queries asked so far (retries not counted).
   int asked() const { return asked_; }
@@ -55,7 +46,7 @@ class FanOut : public std::enable_shared_from_this<FanOut> {
  private:
   void settle();
 
-  ClientHandle& mad_;
+  mad::ClientHandle& mad_;
   int outstanding_ = 0;
   int asked_ = 0;
 };
@@ -68,7 +59,7 @@ class FailureLog {
  public:
   explicit FailureLog(std::string collector) : collector_(std::move(collector)) {}
   // `subject` is only called when needed (a failure, or an answer while anything is failing).
-  void note(const Response& r, const std::function<std::string()>& subject);
+  void note(const mad::Response& r, const std::function<std::string()>& subject);
 
  private:
   std::string collector_;
@@ -81,7 +72,7 @@ template <class Key>
 class QueryErrors {
  public:
   explicit QueryErrors(std::string collector) : log_(std::move(collector)) {}
-  void note(const Response& r, const Key& key, const std::function<std::string()>& subject) {
+  void note(const mad::Response& r, const Key& key, const std::function<std::string()>& subject) {
     if (!r.ok()) counts_[key]++;
     log_.note(r, subject);
   }
@@ -92,4 +83,4 @@ class QueryErrors {
   std::map<Key, std::uint64_t> counts_;
 };
 
-}  // namespace ibfabric::mad
+}  // namespace ibfabric

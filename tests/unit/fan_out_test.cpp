@@ -1,13 +1,19 @@
-#include "mad/fan_out.h"
+#include "collectors/fan_out.h"
 
 #include "collector_test_support.h"
 #include "fake_fabric.h"
 
 #include <gtest/gtest.h>
 
-namespace ibfabric::mad {
+namespace ibfabric {
 namespace {
 
+using mad::ClientHandle;
+using mad::Destination;
+using mad::Engine;
+using mad::Request;
+using mad::Response;
+using mad::Status;
 using test_support::FakeFabric;
 
 // A pass that asks two queries, a third from the first one's answer, and records its end.
@@ -83,16 +89,8 @@ TEST(FanOut, AnswerShorterThanItsAttributeIsAFailure) {
   f.engine->answer_held();
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log[0], "first mad_status answer too short");
-  EXPECT_EQ(attribute_size(IB_PERFORMANCE_CLASS), static_cast<std::size_t>(IB_PC_DATA_SZ));
-  EXPECT_EQ(attribute_size(IB_SMI_DIRECT_CLASS), static_cast<std::size_t>(IB_SMP_DATA_SIZE));
-}
-
-TEST(FanOut, RoutableLids) {
-  EXPECT_FALSE(routable_lid(0));
-  EXPECT_TRUE(routable_lid(1));
-  EXPECT_TRUE(routable_lid(0xbfff));
-  EXPECT_FALSE(routable_lid(0xc000));
-  EXPECT_FALSE(routable_lid(0xffff));
+  EXPECT_EQ(ib::attribute_size(IB_PERFORMANCE_CLASS), static_cast<std::size_t>(IB_PC_DATA_SZ));
+  EXPECT_EQ(ib::attribute_size(IB_SMI_DIRECT_CLASS), static_cast<std::size_t>(IB_SMP_DATA_SIZE));
 }
 
 TEST(QueryErrors, CountsEveryFailureAndLogsOnlyWhenAQueryStartsOrStopsFailing) {
@@ -128,4 +126,4 @@ TEST(QueryErrors, CountsEveryFailureAndLogsOnlyWhenAQueryStartsOrStopsFailing) {
 }
 
 }  // namespace
-}  // namespace ibfabric::mad
+}  // namespace ibfabric

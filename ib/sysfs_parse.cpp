@@ -1,4 +1,4 @@
-#include "core/sysfs_parse.h"
+#include "ib/sysfs_parse.h"
 
 #include <charconv>
 #include <limits>

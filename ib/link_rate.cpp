@@ -1,4 +1,4 @@
-#include "core/link_rate.h"
+#include "ib/link_rate.h"
 
 #include <cmath>
 

@@ -1,11 +1,11 @@
-#include "mad/attributes.h"
+#include "ib/attributes.h"
 
-#include "core/link_rate.h"
+#include "ib/link_rate.h"
 
 #include <array>
 #include <cstdio>
 
-namespace ibfabric::mad {
+namespace ibfabric::ib {
 namespace {
 
 // libibmad's getters take a non-const buffer even for reading.
@@ -507,4 +507,8 @@ std::optional<double> effective_bytes_per_second(const PortInfo& pi) {
   return link_rate::effective_bytes_per_second(*speed, lanes(pi.width_active));
 }
 
-}  // namespace ibfabric::mad
+std::size_t attribute_size(std::uint8_t mgmt_class) {
+  return mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
+}
+
+}  // namespace ibfabric::ib
