@@ -145,6 +145,10 @@ void ConfigSection::record_default(const std::string& key, std::string text) con
   if (recorder) recorder->defaults_[recorded_path(key)] = std::move(text);
 }
 
+void ConfigSection::record_range(const std::string& key, KeyRecorder::Range range) const {
+  if (recorder) recorder->ranges_[recorded_path(key)] = range;
+}
+
 void ConfigSection::record(const std::string& key, KeyRecorder::Kind kind) const {
   if (!recorder) return;
   auto it = recorder->keys_.emplace(recorded_path(key), kind).first;
@@ -216,6 +220,8 @@ std::string ConfigSection::get_string(const std::string& key, const std::string&
 std::int64_t ConfigSection::get_int(const std::string& key, std::int64_t fallback, std::int64_t min,
                                     std::int64_t max) {
   record_default(key, std::to_string(fallback));
+  record_range(
+      key, {KeyRecorder::Range::Type::integer, static_cast<double>(min), static_cast<double>(max)});
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "an integer");
@@ -244,6 +250,7 @@ double ConfigSection::get_double(const std::string& key, double fallback, double
     text << fallback;  // %g
     record_default(key, text.str());
   }
+  record_range(key, {KeyRecorder::Range::Type::number, min, max});
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "a number");
@@ -265,6 +272,7 @@ std::chrono::nanoseconds ConfigSection::get_duration(const std::string& key,
                                                      std::chrono::nanoseconds fallback,
                                                      std::chrono::nanoseconds min) {
   record_default(key, format_duration(fallback));
+  record_range(key, {KeyRecorder::Range::Type::duration, static_cast<double>(min.count()), 0});
   auto value = take(key);
   if (!value) return fallback;
   std::string text = scalar(*value, key, "a duration such as 15s or 500ms");

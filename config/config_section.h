@@ -50,11 +50,19 @@ class ConfigSection {
     // integers in decimal, numbers as %g, durations as format_duration, strings as they are
     // (tests/unit/config_keys_test.cpp holds docs/configuration.md to them).
     const std::map<std::string, std::string>& defaults() const { return defaults_; }
+    // The range each integer, number and duration key was read with (a duration's is its
+    // minimum, in nanoseconds; the ceilings some durations have are checked by their readers).
+    struct Range {
+      enum class Type { integer, number, duration } type;
+      double min, max;
+    };
+    const std::map<std::string, Range>& ranges() const { return ranges_; }
 
    private:
     friend class ConfigSection;
     std::map<std::string, Kind> keys_;
     std::map<std::string, std::string> defaults_;
+    std::map<std::string, Range> ranges_;
   };
 
   // `path` is the dotted key path of this mapping ("collectors.sysfs"), for messages.
@@ -100,6 +108,7 @@ class ConfigSection {
   // For the KeyRecorder alive on this thread, if any: the key, and the default it was read with.
   void record(const std::string& key, KeyRecorder::Kind kind) const;
   void record_default(const std::string& key, std::string text) const;
+  void record_range(const std::string& key, KeyRecorder::Range range) const;
   std::string recorded_path(const std::string& key) const;
   std::string key_path(const std::string& key) const;
   std::string scalar(const YAML::Node& value, const std::string& key, const char* expected) const;

@@ -2,7 +2,7 @@
 // config/config.cpp, mad/engine_config.cpp and each collector's spec). This test learns them
 // from that code with a ConfigSection::KeyRecorder and holds docs/configuration.md to them:
 // every key the code accepts has a row in one of its key tables, and every row names a key the
-// code accepts.
+// code accepts; the defaults and ranges the rows give are the ones the code reads keys with.
 //
 // docs/configuration.md's form: a key table is a table whose header's first cell is `key`; each
 // row's first cell is one key in backticks, dotted from the top of the file, list entries as
@@ -19,9 +19,11 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -48,6 +50,7 @@ collectors:
 struct Recorded {
   std::map<std::string, Kind> keys;
   std::map<std::string, std::string> defaults;
+  std::map<std::string, ConfigSection::KeyRecorder::Range> ranges;
 };
 
 // The keys the code reads: the top level, `web`, `mad` (parsed by the MAD engine's parser, as the
@@ -65,7 +68,7 @@ Recorded accepted_keys() {
     EXPECT_TRUE(spec) << collector.name;
     if (spec) spec->create(context, collector.section);
   }
-  return {recorder.keys(), recorder.defaults()};
+  return {recorder.keys(), recorder.defaults(), recorder.ranges()};
 }
 
 std::string trim(const std::string& text) {
@@ -92,6 +95,7 @@ std::vector<std::string> cells(const std::string& line) {
 struct Row {
   std::string key, default_cell;
   int line = 0;
+  std::string type_cell;
 };
 
 // Every row of docs/configuration.md's key tables (key, its default cell); `problems` gets the
@@ -123,7 +127,8 @@ std::vector<Row> documented_rows(std::vector<std::string>& problems) {
       continue;
     }
     auto row = cells(line);
-    keys.push_back({first.substr(1, first.size() - 2), row.size() > 2 ? row[2] : "", number});
+    keys.push_back({first.substr(1, first.size() - 2), row.size() > 2 ? row[2] : "", number,
+                    row.size() > 1 ? row[1] : ""});
   }
   return keys;
 }
@@ -157,7 +162,7 @@ TEST(ConfigKeys, EveryKeyTheCodeAcceptsIsDocumentedAndNoDocumentedKeyIsUnknown) 
 
   std::vector<std::string> problems;
   std::set<std::string> documented;
-  for (const auto& [key, default_cell, line] : documented_rows(problems)) {
+  for (const auto& [key, default_cell, line, type_cell] : documented_rows(problems)) {
     if (auto at = key.find("NAME"); at != std::string::npos) {
       for (const auto& spec : collector_specs()) {
         documented.insert(key.substr(0, at) + std::string(spec.name) + key.substr(at + 4));
@@ -202,7 +207,7 @@ TEST(ConfigKeys, EveryLiteralDefaultInTheDocsIsTheCodes) {
   const auto rows = documented_rows(problems);
   std::set<std::string> wrong;
   int compared = 0;
-  for (const auto& [key, cell, line] : rows) {
+  for (const auto& [key, cell, line, type_cell] : rows) {
     if (cell.size() < 2 || cell.front() != '`' || cell.back() != '`' ||
         cell.find('`', 1) != cell.size() - 1) {
       continue;
@@ -218,6 +223,79 @@ TEST(ConfigKeys, EveryLiteralDefaultInTheDocsIsTheCodes) {
   }
   // Enough rows compared that the test holds the docs to something.
   EXPECT_GE(compared, 40);
+  EXPECT_TRUE(wrong.empty()) << lines(wrong);
+}
+
+// A whole number as the docs write one ("254", "0xffff", "1e9", "0.001"); nullopt otherwise.
+std::optional<double> docs_number(const std::string& text) {
+  if (text.empty()) return std::nullopt;
+  char* end = nullptr;
+  double value = std::strtod(text.c_str(), &end);  // hexadecimal too
+  if (*end != 0) return std::nullopt;
+  return value;
+}
+
+// A documented range is the one the code reads the key with: `int, 0-254`, `number,
+// 0.001-1000000`, `duration, at least 10ms`, `duration, 0 or more`, `duration, 1ms-10s` (a
+// duration's lower bound: its ceiling, where it has one, is its reader's own check). A key the
+// code reads with a range documents one. A bound named after another key (`1 to
+// `max_connections``, `at least `reopen_backoff``) is its reader's check and is not compared.
+TEST(ConfigKeys, EveryDocumentedRangeIsTheCodes) {
+  using Range = ConfigSection::KeyRecorder::Range;
+  const auto ranges = accepted_keys().ranges;
+  std::vector<std::string> problems;
+  std::set<std::string> wrong;
+  int compared = 0;
+  for (const auto& [key, default_cell, line, type_cell] : documented_rows(problems)) {
+    auto it = ranges.find(key);
+    if (it == ranges.end()) continue;
+    const Range& range = it->second;
+    const std::string where = "docs/configuration.md:" + std::to_string(line) + ": " + key + ": ";
+    const std::string type = range.type == Range::Type::integer  ? "int"
+                             : range.type == Range::Type::number ? "number"
+                                                                 : "duration";
+    if (type_cell == type) {
+      // No bound written: only a duration may go without one, when any positive one will do.
+      if (range.type != Range::Type::duration || range.min != 1) {
+        wrong.insert(where + "the code reads it with a range, the docs give none");
+      }
+      ++compared;
+      continue;
+    }
+    if (!type_cell.starts_with(type + ", ")) {
+      wrong.insert(where + "the docs' type is \"" + type_cell + "\", the code reads a " + type);
+      continue;
+    }
+    std::string bound = type_cell.substr(type.size() + 2);
+    bound = bound.substr(0, bound.find(','));
+    if (bound.find('`') != std::string::npos) continue;
+    ++compared;
+    std::ostringstream code;
+    if (range.type == Range::Type::duration) {
+      std::optional<std::chrono::nanoseconds> min;
+      if (bound == "0 or more") {
+        min = std::chrono::nanoseconds{0};
+      } else if (bound.starts_with("at least ")) {
+        min = parse_duration(bound.substr(9));
+      } else if (auto dash = bound.find('-'); dash != std::string::npos) {
+        min = parse_duration(bound.substr(0, dash));
+      }
+      if (!min || static_cast<double>(min->count()) != range.min) {
+        wrong.insert(where + "the docs say \"" + bound + "\", the code's minimum is " +
+                     format_duration(std::chrono::nanoseconds{
+                         static_cast<std::chrono::nanoseconds::rep>(range.min)}));
+      }
+      continue;
+    }
+    auto dash = bound.find('-', 1);
+    auto low = docs_number(bound.substr(0, dash));
+    auto high = dash == std::string::npos ? std::nullopt : docs_number(bound.substr(dash + 1));
+    if (!low || !high || *low != range.min || *high != range.max) {
+      code << range.min << "-" << range.max;
+      wrong.insert(where + "the docs say \"" + bound + "\", the code reads " + code.str());
+    }
+  }
+  EXPECT_GE(compared, 25);
   EXPECT_TRUE(wrong.empty()) << lines(wrong);
 }
 
