@@ -3,7 +3,6 @@
 // fan-out that sends them all at once and runs its end when the last one settles, the checks
 // every answer gets, and the log-once counting of failed queries.
 
-#include "ib/attributes.h"
 #include "mad/engine.h"
 
 #include <cstddef>

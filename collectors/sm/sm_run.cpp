@@ -1,5 +1,7 @@
 #include "collectors/sm/sm_run.h"
 
+#include "ib/attributes.h"
+
 #include <spdlog/fmt/fmt.h>
 
 namespace ibfabric::sm {

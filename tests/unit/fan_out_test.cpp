@@ -1,5 +1,7 @@
 #include "collectors/fan_out.h"
 
+#include "ib/attributes.h"
+
 #include "collector_test_support.h"
 #include "fake_fabric.h"
 
