@@ -5,6 +5,21 @@
 #include "mad/engine_impl.h"
 
 namespace ibfabric::mad::detail {
+namespace {
+
+// The port `resolve` finds for `ca` and `port`; when none, `error` says why.
+std::optional<PortAddress> resolve_or_why(const decltype(PortOps::resolve)& resolve,
+                                          const std::string& ca, int port, std::string& error) {
+  error = "no local CA port found";
+  try {
+    return resolve(ca, port);
+  } catch (const std::exception& e) {
+    error += std::string(": ") + e.what();
+    return std::nullopt;
+  }
+}
+
+}  // namespace
 
 PortOps PortOps::umad() {
   PortOps ops;
@@ -135,13 +150,8 @@ std::optional<std::string> EngineImpl::start_resolve(const PortAddress& via) {
   int port = via.ca.empty() ? config_.port : via.port;
   auto error =
       call.worker.start([resolve = ops_.resolve, ca, port, weak, via, id]() -> OffLoop::Then {
-        std::optional<PortAddress> addr;
-        std::string error = "no local CA port found";
-        try {
-          addr = resolve(ca, port);
-        } catch (const std::exception& e) {
-          error += std::string(": ") + e.what();
-        }
+        std::string error;
+        std::optional<PortAddress> addr = resolve_or_why(resolve, ca, port, error);
         return [weak, via, id, addr, error] {
           if (auto self = weak.lock()) self->resolved(via, id, addr, error);
         };
@@ -381,13 +391,8 @@ void EngineImpl::open_default_port(std::function<void(std::string)> done) {
   auto error = call.worker.start([resolve = ops_.resolve, open = ops_.open, ca = config_.ca,
                                   port = config_.port, declared, weak, id]() -> OffLoop::Then {
     const auto started_at = Clock::now();
-    std::optional<PortAddress> addr;
-    std::string error = "no local CA port found";
-    try {
-      addr = resolve(ca, port);
-    } catch (const std::exception& e) {
-      error += std::string(": ") + e.what();
-    }
+    std::string error;
+    std::optional<PortAddress> addr = resolve_or_why(resolve, ca, port, error);
     Opened result;
     OpenAgents open_agents;
     if (addr) {
