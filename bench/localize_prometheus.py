@@ -96,7 +96,7 @@ DAEMON_PORT = 10916
 LOCALIZATION_GROUP = "ibfabric-localization"
 SUSPECT_ALERTS = ("IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
 
-# The 22 counters of PortCounters / PortCountersExtended (ib/attributes.cpp), as the ports
+# The 22 counters of PortCounters / PortCountersExtended (mad/attributes.cpp), as the ports
 # collector names them: ibfabric_ports_<name>.
 PORT_COUNTERS = [
     "symbol_errors_total", "link_error_recoveries_total", "link_downed_total",

@@ -57,7 +57,7 @@ struct DaemonConfig {
   std::string sysfs_root = "/sys";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;
-  // Where the MAD collectors keep what must survive a restart (core/state_store.h);
+  // Where the MAD collectors keep what must survive a restart (ib/state_store.h);
   // unset = $STATE_DIRECTORY (systemd's StateDirectory=), else none; "" = none.
   std::optional<std::string> state_directory;
   std::vector<TransmitWaitTickRule> transmit_wait_ticks;

@@ -65,4 +65,10 @@ std::optional<double> effective_bytes_per_second(double lane_gbps_signaling, int
   return effective_bytes_per_second(*speed, lanes);
 }
 
+std::optional<double> effective_bytes_per_second(const mad::PortInfo& pi) {
+  auto speed = lane_speed_from_name(mad::active_speed_name(pi));
+  if (!speed) return std::nullopt;
+  return effective_bytes_per_second(*speed, mad::lanes(pi.width_active));
+}
+
 }  // namespace ibfabric::link_rate

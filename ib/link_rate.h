@@ -14,6 +14,8 @@
 // The kernel's `rate` file prints a nominal per-lane figure (2.5, 5, 10, 10, 14, 25, 50, 100,
 // 200 Gb/s) times the width, which equals the data rate only from EDR on.
 
+#include "mad/attributes.h"
+
 #include <optional>
 #include <string_view>
 
@@ -38,5 +40,7 @@ double data_gbps(LaneSpeed speed);
 // per second: 4X QDR is 32 Gb/s, 4e9 B/s; 4X EDR 100 Gb/s, 1.25e10 B/s.
 std::optional<double> effective_bytes_per_second(LaneSpeed speed, int lanes);
 std::optional<double> effective_bytes_per_second(double lane_gbps_signaling, int lanes);
+// A port's, from its PortInfo (LinkSpeedActive or LinkSpeedExtActive, LinkWidthActive).
+std::optional<double> effective_bytes_per_second(const mad::PortInfo& pi);
 
 }  // namespace ibfabric::link_rate

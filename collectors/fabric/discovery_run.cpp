@@ -22,7 +22,7 @@ void DiscoveryRun::start() {
 
 void DiscoveryRun::ask(const char* attribute, const std::string& subject, mad::Request req,
                        std::function<void(const mad::Response&)> on_ok) {
-  auto min_size = ib::attribute_size(req.mgmt_class);
+  auto min_size = mad::attribute_size(req.mgmt_class);
   FanOut::ask(std::move(req), min_size,
               [this, attribute, subject, on_ok = std::move(on_ok)](const mad::Response& r) {
                 kept_.note_result(
@@ -58,7 +58,7 @@ void DiscoveryRun::node_info(std::vector<std::uint8_t> route, std::uint64_t pare
   ask("node_info", subject,
       mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
       [this, route, parent_guid, parent_port](const mad::Response& r) {
-        auto node = ib::decode_node_info(r.data());
+        auto node = mad::decode_node_info(r.data());
         if (!route.empty()) {
           topology_->add_link(parent_guid, parent_port, node.guid, node.local_port);
           topology_->add_link(node.guid, node.local_port, parent_guid, parent_port);
@@ -119,7 +119,7 @@ void DiscoveryRun::port_info(
         }
         auto& infos = topology_->find(guid)->port_info;
         if (static_cast<std::size_t>(p) <= infos.size()) {
-          infos[static_cast<std::size_t>(p - 1)] = ib::decode_port_info(r.data());
+          infos[static_cast<std::size_t>(p - 1)] = mad::decode_port_info(r.data());
         }
         if (static_cast<int>(r.get(IB_PORT_PHYS_STATE_F)) != kPhysLinkUp) return;
         // The far end is known when this port is the one the node was entered by, or when

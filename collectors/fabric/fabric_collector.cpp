@@ -248,20 +248,20 @@ std::string counter_key(std::string_view metric) {
 
 std::vector<std::string> known_counters() {
   std::vector<std::string> out;
-  for (const auto& def : ib::counter_defs()) out.push_back(counter_key(def.metric));
-  for (const auto& attribute : ib::detail_attributes()) {
+  for (const auto& def : mad::counter_defs()) out.push_back(counter_key(def.metric));
+  for (const auto& attribute : mad::detail_attributes()) {
     for (const auto& def : attribute.counters) out.push_back(counter_key(def.metric));
   }
   return out;
 }
 
 std::set<std::string> errors_and_traffic_counters() {
-  using K = ib::CounterDef::Kind;
+  using K = mad::CounterDef::Kind;
   std::set<std::string> out;
-  for (const auto& def : ib::counter_defs()) {
+  for (const auto& def : mad::counter_defs()) {
     if (def.kind != K::ietf) out.insert(counter_key(def.metric));
   }
-  for (const auto& attribute : ib::detail_attributes()) {
+  for (const auto& attribute : mad::detail_attributes()) {
     for (const auto& def : attribute.counters) out.insert(counter_key(def.metric));
   }
   return out;

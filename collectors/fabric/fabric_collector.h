@@ -14,7 +14,7 @@
 #include "collectors/fabric/fabric_model.h"
 #include "collectors/fabric/fabric_state.h"
 #include "core/off_loop.h"
-#include "core/state_file.h"
+#include "ib/state_file.h"
 #include "mad/engine.h"
 
 #include <boost/asio/executor_work_guard.hpp>

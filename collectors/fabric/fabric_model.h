@@ -2,7 +2,7 @@
 // The fabric as discovery sees it, and the pure logic of the `fabric` collector that needs no
 // MAD: shard assignment and assembling nodes and links from directed-route answers.
 
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 
 #include <infiniband/mad.h>
 
@@ -54,7 +54,7 @@ struct Node {
   std::optional<std::uint32_t> port0_capability_mask;
   // Switches: PortInfo of ports 1..num_ports as discovery read it (index = port - 1). The sweep
   // right after a discovery uses these instead of asking again.
-  std::vector<std::optional<ib::PortInfo>> port_info;
+  std::vector<std::optional<mad::PortInfo>> port_info;
 };
 
 struct Link {

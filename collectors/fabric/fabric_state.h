@@ -10,8 +10,8 @@
 #include "config/config.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
-#include "core/state_store.h"
-#include "ib/attributes.h"
+#include "ib/state_store.h"
+#include "mad/attributes.h"
 #include "mad/engine.h"
 
 #include <boost/asio/io_context.hpp>
@@ -41,19 +41,19 @@ struct OptionalAttribute {
 };
 
 // The sweep's optional attributes, in the order a port's values and memory keep them: the
-// error details first (ib::detail_attributes() order, as ib::add_detail_counters() reads
+// error details first (mad::detail_attributes() order, as mad::add_detail_counters() reads
 // them), then PortVLXmitWaitCounters.
 inline std::vector<OptionalAttribute> optional_attributes(const FabricConfig& config) {
   std::vector<OptionalAttribute> out;
   if (config.error_details) {
-    const auto& details = ib::detail_attributes();
+    const auto& details = mad::detail_attributes();
     for (std::size_t a = 0; a < details.size(); ++a) {
-      out.push_back({details[a].attribute, details[a].name, ib::detail_octets(a)});
+      out.push_back({details[a].attribute, details[a].name, mad::detail_octets(a)});
     }
   }
   if (config.vl_transmit_wait) {
     out.push_back({IB_GSI_PORT_PORT_VL_XMIT_WAIT_COUNTERS, "port_vl_xmit_wait_counters",
-                   ib::port_vl_xmit_wait_octets()});
+                   mad::port_vl_xmit_wait_octets()});
   }
   return out;
 }
@@ -92,7 +92,7 @@ struct FabricState {
     TimePoint at;
   };
   struct PortMemory {
-    std::optional<ib::PortInfo> port_info;
+    std::optional<mad::PortInfo> port_info;
     TimePoint port_info_at;
     Kept basic, extended;
     std::vector<Kept> optional;  // FabricState::optional order; empty when there is none
@@ -145,12 +145,12 @@ struct FabricState {
   std::uint64_t links_version = 0;  // changes with links_seen
   int sweeps_since_discovery = 0;
   bool rediscover = true;
-  std::map<std::uint64_t, ib::PmaCapabilities> pma_caps;  // per switch, until rediscovery
+  std::map<std::uint64_t, mad::PmaCapabilities> pma_caps;  // per switch, until rediscovery
   // Samples per family of the last sweep: the next one reserves them (MetricsBuilder).
   MetricsBuilder::SizeHints family_sizes;
   // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
   // is lost, so that a lost MAD does not cost every counter of the switch.
-  std::map<std::uint64_t, ib::PmaCapabilities> last_caps;
+  std::map<std::uint64_t, mad::PmaCapabilities> last_caps;
   std::map<std::uint64_t, SwitchMemory> memory;  // per swept switch
   // When each node was last found by a discovery or (a switch) answered a sweep query.
   std::map<std::uint64_t, TimePoint> last_seen;
@@ -160,7 +160,7 @@ struct FabricState {
   std::uint64_t discoveries = 0;
   double discovery_seconds = 0;
   double discovery_timestamp = 0;
-  // (phase, attribute): string literals, and the names of ib::detail_attributes().
+  // (phase, attribute): string literals, and the names of mad::detail_attributes().
   QueryErrors<std::pair<std::string_view, std::string_view>> errors;
 };
 

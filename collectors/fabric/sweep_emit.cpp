@@ -4,6 +4,7 @@
 #include "collectors/fabric/sweep_run.h"
 
 #include "core/text_format.h"
+#include "ib/link_rate.h"
 #include "ib/transmit_wait_tick.h"
 
 #include <spdlog/spdlog.h>
@@ -21,7 +22,7 @@ using Clock = std::chrono::steady_clock;
 const std::vector<std::pair<std::string, std::string>>& counter_names() {
   static const auto names = [] {
     std::vector<std::pair<std::string, std::string>> out;
-    for (const auto& def : ib::counter_defs()) {
+    for (const auto& def : mad::counter_defs()) {
       out.emplace_back("ibfabric_fabric_port_" + std::string(def.metric),
                        std::string(def.help) + " (" + std::string(def.pma_name) + ")");
     }
@@ -60,7 +61,7 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
   if (keep) remember(sw, now);
   std::vector<PortResult>().swap(sw.ports);
   auto i = static_cast<std::size_t>(&sw - switches_.data());
-  if (i < sa_info_.size()) std::vector<std::optional<ib::PortInfo>>().swap(sa_info_[i]);
+  if (i < sa_info_.size()) std::vector<std::optional<mad::PortInfo>>().swap(sa_info_[i]);
 }
 
 void SweepRun::emit_topology(MetricsBuilder& out) {
@@ -72,7 +73,7 @@ void SweepRun::emit_topology(MetricsBuilder& out) {
              "else NodeDescription, else GUID); each node is reported by the shard its GUID "
              "hashes to.",
              {{"node_guid", hex_guid(guid)},
-              {"node_type", ib::node_type_name(node.type)},
+              {"node_type", mad::node_type_name(node.type)},
               {"node_description", trim_node_description(node.description)},
               {"node_name", kept_.names->name(guid, node.description)}});
   }
@@ -91,7 +92,7 @@ void SweepRun::emit_topology(MetricsBuilder& out) {
               {"node_name", link.name},
               {"remote_node_guid", hex_guid(link.remote_guid)},
               {"remote_port", std::to_string(link.remote_port)},
-              {"remote_node_type", ib::node_type_name(link.remote_type)},
+              {"remote_node_type", mad::node_type_name(link.remote_type)},
               {"remote_node_name", link.remote_name}});
   }
 }
@@ -168,8 +169,8 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
     } else if (now - m.port_info_at > keep) {
       m.port_info.reset();
     }
-    keep_part(p.basic, p.basic_at, ib::port_counters_octets(), m.basic);
-    keep_part(p.extended, p.extended_at, ib::port_counters_extended_octets(), m.extended);
+    keep_part(p.basic, p.basic_at, mad::port_counters_octets(), m.basic);
+    keep_part(p.extended, p.extended_at, mad::port_counters_extended_octets(), m.extended);
     if (m.optional.size() < p.optional.size()) m.optional.resize(p.optional.size());
     for (std::size_t a = 0; a < m.optional.size(); ++a) {
       static const std::vector<std::uint8_t> kNone;
@@ -239,7 +240,7 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
       auto pi = *pr.port_info;
       // External ports of a switch carry no CapabilityMask; port 0's applies.
       if (sw.node->port0_capability_mask) {
-        pi.extended_speeds = (*sw.node->port0_capability_mask & ib::kPortCapExtendedSpeeds) != 0;
+        pi.extended_speeds = (*sw.node->port0_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
       }
       out.gauge("ibfabric_fabric_port_state",
                 "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (PortInfo.PortState).", l,
@@ -250,12 +251,12 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
                 l, pi.phys_state);
       out.gauge("ibfabric_fabric_port_link_width_lanes",
                 "Active link width in lanes, 0 when the link is down (PortInfo.LinkWidthActive).",
-                l, ib::lanes(pi.width_active));
+                l, mad::lanes(pi.width_active));
       out.gauge("ibfabric_fabric_port_link_speed_lane_bytes_per_second",
                 "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8 "
                 "(PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-                l, ib::lane_gbps(pi) * 1e9 / 8);
-      if (auto effective = ib::effective_bytes_per_second(pi)) {
+                l, mad::lane_gbps(pi) * 1e9 / 8);
+      if (auto effective = link_rate::effective_bytes_per_second(pi)) {
         out.gauge("ibfabric_fabric_port_effective_rate_bytes_per_second",
                   "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
                   "FDR and EDR, FEC from HDR on), in bytes per second.",
@@ -265,8 +266,8 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
     if (!sw.caps) continue;
     const std::uint8_t* basic = pr.basic.empty() ? nullptr : pr.basic.data();
     const std::uint8_t* extended = pr.extended.empty() ? nullptr : pr.extended.data();
-    const ib::CounterDef* defs = ib::counter_defs().data();
-    for (const auto& v : ib::merge_counters(*sw.caps, basic, extended)) {
+    const mad::CounterDef* defs = mad::counter_defs().data();
+    for (const auto& v : mad::merge_counters(*sw.caps, basic, extended)) {
       if (!exported(v.def->metric)) continue;
       const auto& [name, help] = counter_names()[static_cast<std::size_t>(v.def - defs)];
       out.counter(name, help, l, v.value);
@@ -278,8 +279,8 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
     }
     // The error details come first in `optional`; add_detail_counters() reads those only.
     if (kept_.config.error_details && !pr.optional.empty()) {
-      ib::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
-                              pr.optional, [this](std::string_view m) { return exported(m); });
+      mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
+                               pr.optional, [this](std::string_view m) { return exported(m); });
     }
     emit_vl_xmit_wait(out, sw, idx, guid);
   }
@@ -293,8 +294,8 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
   // Which VLs are the port's: without its PortInfo (lost, and not kept) nothing is exported.
   if (!pr.port_info || *slot >= pr.optional.size()) return;
   const auto& data = pr.optional[*slot];
-  if (data.size() < ib::port_vl_xmit_wait_octets()) return;
-  int vls = ib::operational_data_vls(pr.port_info->oper_vls);
+  if (data.size() < mad::port_vl_xmit_wait_octets()) return;
+  int vls = mad::operational_data_vls(pr.port_info->oper_vls);
   // Label sets (node_guid, port, vl) are kept with the topology's label cache, made by its first
   // sweep; a VL a port has only since then gets a set of this collection's.
   auto& cached = kept_.labels.vls[sw.node->guid];
@@ -306,7 +307,7 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
     return l;
   };
   for (int vl = 0; vl < vls; ++vl) {
-    auto value = ib::vl_xmit_wait(data.data(), vl);
+    auto value = mad::vl_xmit_wait(data.data(), vl);
     const LabelSet* set = nullptr;
     if (static_cast<std::size_t>(vl) < sets.size()) {
       set = sets[static_cast<std::size_t>(vl)];
@@ -323,9 +324,9 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
     } else {
       out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, labels(vl), value);
     }
-    if (value >= ib::kVlXmitWaitMax) {
+    if (value >= mad::kVlXmitWaitMax) {
       Labels sl = switch_port_labels(guid, idx);
-      sl.emplace_back("counter", ib::vl_xmit_wait_name(vl));
+      sl.emplace_back("counter", mad::vl_xmit_wait_name(vl));
       out.gauge("ibfabric_fabric_port_counters_saturated", kSaturatedHelp, sl, 1);
     }
   }

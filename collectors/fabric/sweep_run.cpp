@@ -63,7 +63,7 @@ void SweepRun::begin() {
   launch([this] {
     // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
     // the SA's table when there is an SA to ask. The switches' counters are asked meanwhile.
-    if (!fresh_ && !switches_.empty() && ib::routable_lid(topology_->sm_lid)) {
+    if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
       ask_port_info_records();
     }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
@@ -110,10 +110,10 @@ std::size_t SweepRun::use_port_info_records(const mad::Response& r) {
   std::size_t used = 0;
   std::unordered_map<std::uint16_t, std::size_t> by_lid;
   for (std::size_t i = 0; i < switches_.size(); ++i) {
-    if (ib::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
+    if (mad::routable_lid(switches_[i].node->lid)) by_lid.emplace(switches_[i].node->lid, i);
   }
   sa_info_.resize(switches_.size());
-  ib::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const ib::PortInfoRecord& rec) {
+  mad::for_each_port_info_record(r.mad.data(), r.mad.size(), [&](const mad::PortInfoRecord& rec) {
     auto it = by_lid.find(rec.lid);
     if (it == by_lid.end()) return;
     auto& ports = sa_info_[it->second];
@@ -143,13 +143,13 @@ void SweepRun::port_info(std::size_t i, std::size_t idx) {
       mad::Request::smp_get(mad::Destination::to_lid(sw.node->lid), IB_ATTR_PORT_INFO,
                             static_cast<std::uint32_t>(idx + 1)),
       [port](const mad::Response& r) {
-        port().port_info = ib::decode_port_info(r.data());
+        port().port_info = mad::decode_port_info(r.data());
         port().port_info_at = Clock::now();
       },
       [port](const mad::Response&) { port().failed = port().lost_info = true; });
 }
 
-const ib::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
+const mad::PortInfo* SweepRun::sa_record(std::size_t i, std::size_t idx) const {
   if (i >= sa_info_.size() || idx >= sa_info_[i].size() || !sa_info_[i][idx]) return nullptr;
   return &*sa_info_[i][idx];
 }
@@ -175,7 +175,7 @@ void SweepRun::finish_switch(std::size_t i) {
 void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
                    std::function<void(const mad::Response&)> on_ok,
                    std::function<void(const mad::Response&)> on_fail) {
-  auto min_size = ib::attribute_size(req.mgmt_class);
+  auto min_size = mad::attribute_size(req.mgmt_class);
   ++pending_[i];
   FanOut::ask(std::move(req), min_size,
               [this, i, attribute, on_ok = std::move(on_ok),
@@ -212,7 +212,7 @@ void SweepRun::query_switch(std::size_t i) {
   // Allocated now, not at the start: a sweep holds the ports of the switches in flight.
   sw.ports.resize(static_cast<std::size_t>(std::max(0, sw.node->num_ports)));
   auto lid = sw.node->lid;
-  if (!ib::routable_lid(lid)) {
+  if (!mad::routable_lid(lid)) {
     // The SM has not given the switch a LID (yet): nothing can be asked by LID.
     mad::Response r;
     r.status = mad::Status::refused;
@@ -235,7 +235,7 @@ void SweepRun::query_switch(std::size_t i) {
   ask(
       i, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
       [this, i](const mad::Response& r) {
-        auto caps = ib::decode_class_port_info(r.data());
+        auto caps = mad::decode_class_port_info(r.data());
         switches_[i].caps = caps;
         kept_.pma_caps[switches_[i].node->guid] = caps;
         kept_.last_caps[switches_[i].node->guid] = caps;
@@ -276,7 +276,7 @@ void SweepRun::ask_ports(std::size_t i) {
     } else if (!sa_pending_) {
       port_info(i, idx);
     }  // else when the SA's table is in (ask_port_info_records)
-    if (ib::needs_port_counters(caps)) {
+    if (mad::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));
       ask(

@@ -14,7 +14,7 @@
 #include "collectors/fabric/fabric_state.h"
 #include "collectors/fan_out.h"
 #include "core/metrics.h"
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 #include "mad/engine.h"
 
 #include <chrono>
@@ -39,7 +39,7 @@ class SweepRun : public FanOut {
   // What one switch port gave, part by part, and when each part was read (between sweeps,
   // FabricState::PortMemory keeps it packed).
   struct PortValues {
-    std::optional<ib::PortInfo> port_info;
+    std::optional<mad::PortInfo> port_info;
     std::vector<std::uint8_t> basic;                  // PortCounters data, empty: none
     std::vector<std::uint8_t> extended;               // PortCountersExtended data
     std::vector<std::vector<std::uint8_t>> optional;  // FabricState::optional order
@@ -65,7 +65,7 @@ class SweepRun : public FanOut {
   };
   struct SwitchResult {
     const Node* node;
-    std::optional<ib::PmaCapabilities> caps;
+    std::optional<mad::PmaCapabilities> caps;
     std::vector<PortResult> ports;  // index = port number - 1; from its start to its emission
     bool answered = false;          // any query of this switch answered in this sweep
     bool emitted = false;
@@ -111,7 +111,7 @@ class SweepRun : public FanOut {
   // Port index `idx` of switch `i`: its PortInfo from the SA's record, else by its own SMP.
   void port_info(std::size_t i, std::size_t idx);
   // The SA's record of port index `idx` of switch `i` in this sweep, if any.
-  const ib::PortInfo* sa_record(std::size_t i, std::size_t idx) const;
+  const mad::PortInfo* sa_record(std::size_t i, std::size_t idx) const;
 
   // A switch whose queries have all settled goes into the result now and its answers are
   // freed, so that a sweep holds the raw answers of the switches in flight only. Not before
@@ -169,7 +169,7 @@ class SweepRun : public FanOut {
   std::vector<SwitchResult> switches_;
   // Per switch (switches_ order), per port (port - 1): the SA's PortInfoRecord of this sweep;
   // a switch's are freed when it is emitted.
-  std::vector<std::vector<std::optional<ib::PortInfo>>> sa_info_;
+  std::vector<std::vector<std::optional<mad::PortInfo>>> sa_info_;
   TimePoint sa_at_;                      // when the SA answered
   bool sa_pending_ = false;              // the SA's table is asked and not in yet
   std::vector<std::size_t> sa_waiting_;  // switches started meanwhile

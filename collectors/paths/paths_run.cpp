@@ -98,13 +98,13 @@ void PathsRun::ask_local() {
   ask_budgeted(
       "node_info", mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_INFO),
       [this](const mad::Response& r) {
-        local_ = ib::decode_node_info(r.data());
+        local_ = mad::decode_node_info(r.data());
         ask_budgeted(
             "port_info",
             mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_PORT_INFO,
                                   static_cast<std::uint32_t>(local_->local_port)),
             [this](const mad::Response& p) {
-              auto pi = ib::decode_port_info(p.data());
+              auto pi = mad::decode_port_info(p.data());
               local_lid_ = static_cast<std::uint16_t>(pi.lid);
               sm_lid_ = static_cast<std::uint16_t>(pi.sm_lid);
               ask_sm();
@@ -115,7 +115,7 @@ void PathsRun::ask_local() {
 }
 
 void PathsRun::ask_sm() {
-  if (!ib::routable_lid(sm_lid_)) {
+  if (!mad::routable_lid(sm_lid_)) {
     plan(std::nullopt);
     return;
   }
@@ -130,7 +130,7 @@ void PathsRun::ask_sm() {
 // --- what to trace ----------------------------------------------------------------------
 
 void PathsRun::plan(std::optional<std::pair<std::uint64_t, std::uint32_t>> sm) {
-  if (local_->type != IB_NODE_CA || !ib::routable_lid(local_lid_)) {
+  if (local_->type != IB_NODE_CA || !mad::routable_lid(local_lid_)) {
     local_error_ = "the local port has no LID yet (is a Subnet Manager running?)";
     return;
   }
@@ -174,7 +174,7 @@ void PathsRun::update_peers() {
   std::map<PeerKey, std::uint16_t> wanted;
   unplaced_ = 0;
   for (const auto& p : peers_.peers()) {
-    if (!ib::routable_lid(p.lid)) {
+    if (!mad::routable_lid(p.lid)) {
       ++unplaced_;
       continue;
     }
@@ -298,7 +298,7 @@ void PathsRun::next_node(const TracePtr& t, std::uint8_t out) {
   }
   Route next = t->route;
   next.push_back(out);
-  node_at(next, [this, t, next](const std::optional<ib::NodeInfo>& node, const char* why) {
+  node_at(next, [this, t, next](const std::optional<mad::NodeInfo>& node, const char* why) {
     if (!node) {
       fail(t, why, "no node answered at route " + mad::Destination::by_route(next).to_string());
       return;
@@ -322,15 +322,15 @@ void PathsRun::next_node(const TracePtr& t, std::uint8_t out) {
 
 // At a switch (reached by t->route): its forwarding table says where the LID goes.
 void PathsRun::at_switch(const TracePtr& t, std::uint64_t guid) {
-  BlockKey key{guid, ib::lft_block(t->dlid)};
+  BlockKey key{guid, mad::lft_block(t->dlid)};
   t->result.blocks.insert(key);
   lft(key, t->route, [this, t, guid](const LftBlock* block, const char* why) {
     if (!block) {
       fail(t, why, "switch " + hex_guid(guid) + " did not answer LinearForwardingTable");
       return;
     }
-    int out = ib::lft_port(block->ports.data(), t->dlid);
-    if (out == ib::kLftNoRoute) {
+    int out = mad::lft_port(block->ports.data(), t->dlid);
+    if (out == mad::kLftNoRoute) {
       fail(t, kNoRoute,
            "switch " + hex_guid(guid) + " has no port for LID " + std::to_string(t->dlid));
       return;
@@ -346,7 +346,7 @@ void PathsRun::at_switch(const TracePtr& t, std::uint64_t guid) {
 }
 
 // A CA (or router) ends the leg: it must own the LID the leg was routed by.
-void PathsRun::check_destination(const TracePtr& t, const ib::NodeInfo& node) {
+void PathsRun::check_destination(const TracePtr& t, const mad::NodeInfo& node) {
   port_lid(t->route, node.local_port,
            [this, t, node](std::optional<std::pair<std::uint16_t, int>> lid, const char* why) {
              if (!lid) {
@@ -452,7 +452,7 @@ void PathsRun::node_at(const Route& route, NodeCallback cb) {
   auto& waiting = node_waiting_[route];
   waiting.push_back(std::move(cb));
   if (waiting.size() > 1) return;
-  auto answer = [this, route](const std::optional<ib::NodeInfo>& node, const char* why) {
+  auto answer = [this, route](const std::optional<mad::NodeInfo>& node, const char* why) {
     if (node) {
       s_.nodes[route] = *node;
       describe(node->guid, route);
@@ -463,7 +463,7 @@ void PathsRun::node_at(const Route& route, NodeCallback cb) {
   };
   ask_budgeted(
       "node_info", mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
-      [answer](const mad::Response& r) { answer(ib::decode_node_info(r.data()), nullptr); },
+      [answer](const mad::Response& r) { answer(mad::decode_node_info(r.data()), nullptr); },
       [answer](const char* why) { answer(std::nullopt, why); });
 }
 
@@ -503,7 +503,7 @@ void PathsRun::port_lid(const Route& route, int port, LidCallback cb) {
       mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_PORT_INFO,
                             static_cast<std::uint32_t>(port)),
       [this, key, cb](const mad::Response& r) {
-        auto pi = ib::decode_port_info(r.data());
+        auto pi = mad::decode_port_info(r.data());
         auto lid = std::pair(static_cast<std::uint16_t>(pi.lid), pi.lmc);
         s_.port_lids[key] = lid;
         cb(lid, nullptr);

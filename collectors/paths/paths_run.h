@@ -8,7 +8,7 @@
 #include "collectors/peer_directory.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 #include "mad/engine.h"
 
 #include <array>
@@ -73,7 +73,7 @@ struct PeerPath {
 
 struct LftBlock {
   Route route;  // how the switch was reached
-  std::array<std::uint8_t, ib::kLftBlockLids> ports{};
+  std::array<std::uint8_t, mad::kLftBlockLids> ports{};
 };
 
 // What the collector learns across runs: this node and its master SM as last seen, the paths,
@@ -93,7 +93,7 @@ struct PathsState {
 
   std::map<PeerKey, PeerPath> paths;
   std::map<BlockKey, LftBlock> lft;
-  std::map<Route, ib::NodeInfo> nodes;
+  std::map<Route, mad::NodeInfo> nodes;
   std::map<std::pair<Route, int>, std::pair<std::uint16_t, int>> port_lids;  // (lid, lmc)
   std::map<std::uint64_t, std::string> descriptions;
   std::map<std::string, std::uint64_t> traces;  // by cause
@@ -124,7 +124,7 @@ class PathsRun : public FanOut {
   void start();
 
  private:
-  using NodeCallback = std::function<void(const std::optional<ib::NodeInfo>&, const char*)>;
+  using NodeCallback = std::function<void(const std::optional<mad::NodeInfo>&, const char*)>;
   using LftCallback = std::function<void(const LftBlock*, const char*)>;
   using LidCallback =
       std::function<void(std::optional<std::pair<std::uint16_t, int>>, const char*)>;
@@ -152,7 +152,7 @@ class PathsRun : public FanOut {
   void start_leg(const TracePtr& t, bool forward);
   void next_node(const TracePtr& t, std::uint8_t out);
   void at_switch(const TracePtr& t, std::uint64_t guid);
-  void check_destination(const TracePtr& t, const ib::NodeInfo& node);
+  void check_destination(const TracePtr& t, const mad::NodeInfo& node);
   void arrived(const TracePtr& t, std::uint64_t guid, Route route);
   void fail(const TracePtr& t, const char* reason, std::string detail);
   void finish(const TracePtr& t);
@@ -177,7 +177,7 @@ class PathsRun : public FanOut {
   const NodeNameMap& names_;
   Collector::Done done_;
   Clock::time_point now_;
-  std::optional<ib::NodeInfo> local_;
+  std::optional<mad::NodeInfo> local_;
   std::uint16_t local_lid_ = 0, sm_lid_ = 0;
   std::string local_error_;
   int unplaced_ = 0;

@@ -1,6 +1,7 @@
 #include "collectors/ports/ports_run.h"
 
 #include "collectors/ports/ports_collector.h"
+#include "ib/link_rate.h"
 #include "ib/transmit_wait_tick.h"
 
 #include <spdlog/fmt/fmt.h>
@@ -42,7 +43,7 @@ void PortsRun::ask(std::size_t i, Which w, const char* attribute, mad::Request r
                    std::function<void(const mad::Response&)> on_ok, std::function<void()> on_fail) {
   const auto& lp = links_[i].local_port;
   req.via = mad::PortAddress{lp.ca, lp.port};
-  auto min_size = ib::attribute_size(req.mgmt_class);
+  auto min_size = mad::attribute_size(req.mgmt_class);
   FanOut::ask(std::move(req), min_size,
               [this, i, w, attribute, on_ok = std::move(on_ok),
                on_fail = std::move(on_fail)](const mad::Response& r) {
@@ -71,9 +72,9 @@ void PortsRun::query_local(std::size_t i) {
         auto& link = links_[i];
         link.local_answered = true;
         link.subnet = r.get64(IB_PORT_GID_PREFIX_F);
-        link.local.port_info = ib::decode_port_info(r.data());
+        link.local.port_info = mad::decode_port_info(r.data());
         link.local.port_info_at = Clock::now();
-        if (ib::routable_lid(link.local.port_info->lid)) {
+        if (mad::routable_lid(link.local.port_info->lid)) {
           query_pma(i, Which::local, link.local.port_info->lid, port);
         }
         if (config_.peers && link.local.port_info->phys_state == kPhysLinkUp) {
@@ -90,7 +91,7 @@ void PortsRun::query_local(std::size_t i) {
           return;
         }
         const auto& pi = *it->second.port_info;
-        if (ib::routable_lid(pi.lid)) query_pma(i, Which::local, pi.lid, port);
+        if (mad::routable_lid(pi.lid)) query_pma(i, Which::local, pi.lid, port);
         if (config_.peers && pi.phys_state == kPhysLinkUp) query_peer(i);
       });
   ask(i, Which::local, "node_description",
@@ -102,7 +103,7 @@ void PortsRun::query_local(std::size_t i) {
     ask(i, Which::local, "node_info",
         mad::Request::smp_get(mad::Destination::by_route({}), IB_ATTR_NODE_INFO),
         [this](const mad::Response& r) {
-          auto node = ib::decode_node_info(r.data());
+          auto node = mad::decode_node_info(r.data());
           s_.device_ids[node.guid] = {node.vendor_id, node.device_id};
         });
   }
@@ -114,7 +115,7 @@ void PortsRun::query_peer(std::size_t i) {
   ask(i, Which::peer, "node_info", mad::Request::smp_get(route, IB_ATTR_NODE_INFO),
       [this, i, route](const mad::Response& r) {
         auto& peer = links_[i].peer;
-        auto node = ib::decode_node_info(r.data());
+        auto node = mad::decode_node_info(r.data());
         peer.node_guid = node.guid;
         peer.node_type = node.type;
         s_.device_ids[node.guid] = {node.vendor_id, node.device_id};
@@ -129,10 +130,10 @@ void PortsRun::query_peer(std::size_t i) {
             mad::Request::smp_get(route, IB_ATTR_PORT_INFO, static_cast<std::uint32_t>(peer_port)),
             [this, i, peer_port](const mad::Response& p) {
               auto& peer = links_[i].peer;
-              peer.port_info = ib::decode_port_info(p.data());
+              peer.port_info = mad::decode_port_info(p.data());
               peer.port_info_at = Clock::now();
               peer.pma_port = peer_port;
-              if (peer.node_type != IB_NODE_SWITCH && ib::routable_lid(peer.port_info->lid)) {
+              if (peer.node_type != IB_NODE_SWITCH && mad::routable_lid(peer.port_info->lid)) {
                 query_pma(i, Which::peer, peer.port_info->lid, peer_port);
               }
             });
@@ -144,7 +145,7 @@ void PortsRun::query_peer(std::size_t i) {
                 links_[i].peer.switch_capability_mask = p.get(IB_PORT_CAPMASK_F);
                 links_[i].peer.switch_port0_at = Clock::now();
                 auto lid = static_cast<std::uint16_t>(p.get(IB_PORT_LID_F));
-                if (ib::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
+                if (mad::routable_lid(lid)) query_pma(i, Which::peer, lid, peer_port);
               });
         }
       });
@@ -155,10 +156,10 @@ void PortsRun::query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
   side(i, w).pma_port = port;
   ask(i, w, "class_port_info", mad::Request::pma_get(lid, CLASS_PORT_INFO),
       [this, i, w, lid, port](const mad::Response& r) {
-        auto caps = ib::decode_class_port_info(r.data());
+        auto caps = mad::decode_class_port_info(r.data());
         side(i, w).caps = caps;
         side(i, w).caps_at = Clock::now();
-        if (ib::needs_port_counters(caps)) {
+        if (mad::needs_port_counters(caps)) {
           auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
           req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(port));
           ask(i, w, "port_counters", std::move(req), [this, i, w](const mad::Response& c) {
@@ -176,7 +177,7 @@ void PortsRun::query_pma(std::size_t i, Which w, std::uint16_t lid, int port) {
         }
         if (!config_.error_details) return;
         // A PMA that rejects these costs only their series (counted as query errors).
-        const auto& attributes = ib::detail_attributes();
+        const auto& attributes = mad::detail_attributes();
         side(i, w).details.resize(attributes.size());
         side(i, w).details_at.resize(attributes.size());
         for (std::size_t a = 0; a < attributes.size(); ++a) {
@@ -300,61 +301,61 @@ void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, W
   if (s.port_info) {
     auto pi = *s.port_info;
     if (s.switch_capability_mask) {
-      pi.extended_speeds = (*s.switch_capability_mask & ib::kPortCapExtendedSpeeds) != 0;
+      pi.extended_speeds = (*s.switch_capability_mask & mad::kPortCapExtendedSpeeds) != 0;
     }
     Labels info = l;
-    info.emplace_back("state", ib::state_name(pi.state));
-    info.emplace_back("physical_state", ib::phys_state_name(pi.phys_state));
-    info.emplace_back("link_width", ib::width_name(pi.width_active));
-    info.emplace_back("link_speed", ib::active_speed_name(pi));
-    info.emplace_back("link_width_enabled", ib::width_names(pi.width_enabled));
-    info.emplace_back("link_width_supported", ib::width_names(pi.width_supported));
-    info.emplace_back("link_speed_enabled", ib::enabled_speed_names(pi));
-    info.emplace_back("link_speed_supported", ib::supported_speed_names(pi));
+    info.emplace_back("state", mad::state_name(pi.state));
+    info.emplace_back("physical_state", mad::phys_state_name(pi.phys_state));
+    info.emplace_back("link_width", mad::width_name(pi.width_active));
+    info.emplace_back("link_speed", mad::active_speed_name(pi));
+    info.emplace_back("link_width_enabled", mad::width_names(pi.width_enabled));
+    info.emplace_back("link_width_supported", mad::width_names(pi.width_supported));
+    info.emplace_back("link_speed_enabled", mad::enabled_speed_names(pi));
+    info.emplace_back("link_speed_supported", mad::supported_speed_names(pi));
     out.info("ibfabric_ports_info",
              "Names behind the numeric port gauges: states, active/enabled/supported link "
-             "widths and speeds (ib::PortInfo).",
+             "widths and speeds (mad::PortInfo).",
              info);
     out.gauge("ibfabric_ports_state",
-              "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (ib::PortInfo.PortState).", l,
+              "Logical port state: 1 DOWN, 2 INIT, 3 ARMED, 4 ACTIVE (mad::PortInfo.PortState).", l,
               pi.state);
     out.gauge("ibfabric_ports_physical_state",
               "Physical port state: 1 Sleep, 2 Polling, 3 Disabled, 4 PortConfigurationTraining, "
-              "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (ib::PortInfo.PortPhysicalState).",
+              "5 LinkUp, 6 LinkErrorRecovery, 7 PhyTest (mad::PortInfo.PortPhysicalState).",
               l, pi.phys_state);
     out.gauge("ibfabric_ports_link_width_lanes",
-              "Active link width in ib::lanes, 0 when the link is down "
-              "(ib::PortInfo.LinkWidthActive).",
-              l, ib::lanes(pi.width_active));
+              "Active link width in mad::lanes, 0 when the link is down "
+              "(mad::PortInfo.LinkWidthActive).",
+              l, mad::lanes(pi.width_active));
     out.gauge("ibfabric_ports_link_speed_lane_bytes_per_second",
               "Nominal signalling rate of one lane in bytes per second, Gb/s times 1e9 / 8: 2.5 "
               "SDR, 5 DDR, 10 QDR, 14 FDR, 25 EDR, 50 HDR, 100 NDR Gb/s "
-              "(ib::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
-              l, ib::lane_gbps(pi) * 1e9 / 8);
+              "(mad::PortInfo.LinkSpeedActive / LinkSpeedExtActive).",
+              l, mad::lane_gbps(pi) * 1e9 / 8);
     out.gauge(
         "ibfabric_ports_rate_bytes_per_second",
-        "Nominal signalling rate of the link in bytes per second (ib::lanes times lane rate).", l,
-        ib::lanes(pi.width_active) * ib::lane_gbps(pi) * 1e9 / 8);
-    if (auto effective = ib::effective_bytes_per_second(pi)) {
+        "Nominal signalling rate of the link in bytes per second (mad::lanes times lane rate).", l,
+        mad::lanes(pi.width_active) * mad::lane_gbps(pi) * 1e9 / 8);
+    if (auto effective = link_rate::effective_bytes_per_second(pi)) {
       out.gauge("ibfabric_ports_effective_rate_bytes_per_second",
                 "Data rate of the link after line encoding (8b/10b up to QDR, 64b/66b for "
                 "FDR and EDR, FEC from HDR on), in bytes per second.",
                 l, *effective);
     }
-    out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (ib::PortInfo.NeighborMTU).", l,
-              ib::mtu_bytes(pi.neighbor_mtu));
+    out.gauge("ibfabric_ports_mtu_bytes", "Active MTU in bytes (mad::PortInfo.NeighborMTU).", l,
+              mad::mtu_bytes(pi.neighbor_mtu));
     out.gauge("ibfabric_ports_mtu_capability_bytes",
-              "Largest MTU the port supports (ib::PortInfo.MTUCap).", l,
-              ib::mtu_bytes(pi.mtu_capability));
+              "Largest MTU the port supports (mad::PortInfo.MTUCap).", l,
+              mad::mtu_bytes(pi.mtu_capability));
     std::uint16_t lid = w == Which::local ? pi.lid : (s.pma_lid ? s.pma_lid : pi.lid);
     out.gauge("ibfabric_ports_lid",
               "LID of the port (for a switch peer: the switch's LID, from its port 0).", l, lid);
     if (w == Which::local) {
-      out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (ib::PortInfo.LMC).", l,
+      out.gauge("ibfabric_ports_lmc", "LID mask control of the local port (mad::PortInfo.LMC).", l,
                 pi.lmc);
       out.gauge("ibfabric_ports_sm_lid",
                 "LID of the master Subnet Manager the local port points at "
-                "(ib::PortInfo.MasterSMLID).",
+                "(mad::PortInfo.MasterSMLID).",
                 l, pi.sm_lid);
     }
   }
@@ -366,8 +367,8 @@ void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, W
               l, s.caps->mask);
     const std::uint8_t* basic = s.basic.empty() ? nullptr : s.basic.data();
     const std::uint8_t* extended = s.extended.empty() ? nullptr : s.extended.data();
-    for (const auto& v : ib::merge_counters(*s.caps, basic, extended)) {
-      if (v.def->kind == ib::CounterDef::Kind::xmit_wait) emit_tick(out, link, s, w, l);
+    for (const auto& v : mad::merge_counters(*s.caps, basic, extended)) {
+      if (v.def->kind == mad::CounterDef::Kind::xmit_wait) emit_tick(out, link, s, w, l);
       std::string name = "ibfabric_ports_" + std::string(v.def->metric);
       std::string help = std::string(v.def->help) + " (" + std::string(v.def->pma_name) + ")";
       out.counter(name, help, l, v.value);
@@ -380,7 +381,7 @@ void PortsRun::emit_side(MetricsBuilder& out, const Link& link, const Side& s, W
                   sl, *v.saturated ? 1 : 0);
       }
     }
-    ib::add_detail_counters(out, "ibfabric_ports_", l, s.details);
+    mad::add_detail_counters(out, "ibfabric_ports_", l, s.details);
   }
 }
 
@@ -457,7 +458,7 @@ void PortsRun::emit_peer(MetricsBuilder& out, const Link& link, Clock::time_poin
                                                    : std::string_view{local_description->second})},
        {"peer_node_guid", hex_guid(peer.guid)},
        {"peer_port", std::to_string(peer.port)},
-       {"peer_node_type", ib::node_type_name(peer.type)},
+       {"peer_node_type", mad::node_type_name(peer.type)},
        {"peer_node_description", trim_node_description(peer.description)},
        {"peer_node_name", names_.name(peer.guid, peer.description)}});
 }
@@ -570,7 +571,7 @@ void PortsRun::settled() {
   // other answers is a lossy fabric, not a failed source.
   if (!links_.empty() && !any_local && !any_answer_) {
     result.success = false;
-    result.error = "no local port answered its ib::PortInfo query";
+    result.error = "no local port answered its mad::PortInfo query";
   }
   result.metrics = std::move(out).take();
   auto done = std::move(done_);

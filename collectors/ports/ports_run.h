@@ -8,8 +8,8 @@
 #include "collectors/fan_out.h"
 #include "core/metrics.h"
 #include "core/node_names.h"
-#include "core/state_store.h"
-#include "ib/attributes.h"
+#include "ib/state_store.h"
+#include "mad/attributes.h"
 #include "mad/engine.h"
 
 #include <boost/asio/io_context.hpp>
@@ -33,13 +33,13 @@ using TimePoint = std::chrono::steady_clock::time_point;
 // What one side of one link gave in a pass, and when each part was read; between passes,
 // the memory of that side (a part lost in a pass is taken from it for keep_unread).
 struct Side {
-  std::optional<ib::PortInfo> port_info;
+  std::optional<mad::PortInfo> port_info;
   std::uint16_t pma_lid = 0;  // the LID the PMA was asked at (a switch's port-0 LID)
   int pma_port = 0;
-  std::optional<ib::PmaCapabilities> caps;
+  std::optional<mad::PmaCapabilities> caps;
   std::vector<std::uint8_t> basic;     // PortCounters data, empty when not read
   std::vector<std::uint8_t> extended;  // PortCountersExtended data
-  // PortRcvErrorDetails and PortXmitDiscardDetails data (ib::detail_attributes() order),
+  // PortRcvErrorDetails and PortXmitDiscardDetails data (mad::detail_attributes() order),
   // empty when not read.
   std::vector<std::vector<std::uint8_t>> details;
   // The peer's identity.

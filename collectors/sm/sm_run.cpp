@@ -1,6 +1,6 @@
 #include "collectors/sm/sm_run.h"
 
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 
 #include <spdlog/fmt/fmt.h>
 
@@ -71,7 +71,7 @@ void SmRun::query_port_info(std::size_t i) {
         pp.lid = static_cast<std::uint16_t>(r.get(IB_PORT_LID_F));
         pp.sm_lid = static_cast<std::uint16_t>(r.get(IB_PORT_SMLID_F));
         // A port without a LID, or that no SM has configured, has nobody to ask by LID.
-        if (!ib::routable_lid(pp.lid) || !ib::routable_lid(pp.sm_lid)) return;
+        if (!mad::routable_lid(pp.lid) || !mad::routable_lid(pp.sm_lid)) return;
         query_master(i);
         if (subnet_) query_sa(i);
       },
@@ -130,7 +130,7 @@ void SmRun::query_subnet_sms(std::size_t i) {
   auto& pp = ports_[i];
   for (auto& [lid, sm] : pp.subnet) {
     // The SM at the port's SM LID is already being asked.
-    if (lid == pp.sm_lid || !ib::routable_lid(lid)) continue;
+    if (lid == pp.sm_lid || !mad::routable_lid(lid)) continue;
     std::uint16_t target = lid;
     ask(
         i, "sm_info_subnet", kSmInfoSize,

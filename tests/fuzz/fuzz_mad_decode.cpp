@@ -6,14 +6,13 @@
 // IB_PC_DATA_SZ for PMA ones), as collectors/ports does.
 
 #include "collectors/probe/mad_ping.h"
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 #include "mad/engine.h"
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-namespace ib = ibfabric::ib;
 namespace mad = ibfabric::mad;
 
 namespace probe = ibfabric::probe;
@@ -41,26 +40,26 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (attr_size < IB_SMP_DATA_SIZE) return 0;
   // The collector copies the attribute data out of the response (attribute_data()).
   std::vector<std::uint8_t> copy(attr, attr + attr_size);
-  auto pi = ib::decode_port_info(copy.data());
-  (void)ib::state_name(pi.state);
-  (void)ib::phys_state_name(pi.phys_state);
-  (void)ib::width_name(pi.width_active);
-  (void)ib::width_names(pi.width_supported);
-  (void)ib::active_speed_name(pi);
-  (void)ib::enabled_speed_names(pi);
-  (void)ib::supported_speed_names(pi);
-  (void)ib::lanes(pi.width_active);
-  (void)ib::lane_gbps(pi);
-  (void)ib::mtu_bytes(pi.neighbor_mtu);
-  (void)ib::mtu_bytes(pi.mtu_capability);
+  auto pi = mad::decode_port_info(copy.data());
+  (void)mad::state_name(pi.state);
+  (void)mad::phys_state_name(pi.phys_state);
+  (void)mad::width_name(pi.width_active);
+  (void)mad::width_names(pi.width_supported);
+  (void)mad::active_speed_name(pi);
+  (void)mad::enabled_speed_names(pi);
+  (void)mad::supported_speed_names(pi);
+  (void)mad::lanes(pi.width_active);
+  (void)mad::lane_gbps(pi);
+  (void)mad::mtu_bytes(pi.neighbor_mtu);
+  (void)mad::mtu_bytes(pi.mtu_capability);
 
   if (attr_size < IB_PC_DATA_SZ) return 0;
-  auto caps = ib::decode_class_port_info(copy.data());
+  auto caps = mad::decode_class_port_info(copy.data());
   // The same answer as PortCounters and as PortCountersExtended, alone and together.
-  (void)ib::needs_port_counters(caps);
-  (void)ib::merge_counters(caps, copy.data(), nullptr);
-  (void)ib::merge_counters(caps, nullptr, copy.data());
-  for (const auto& v : ib::merge_counters(caps, copy.data(), copy.data())) {
+  (void)mad::needs_port_counters(caps);
+  (void)mad::merge_counters(caps, copy.data(), nullptr);
+  (void)mad::merge_counters(caps, nullptr, copy.data());
+  for (const auto& v : mad::merge_counters(caps, copy.data(), copy.data())) {
     if (v.def == nullptr || !(v.value >= 0)) __builtin_trap();
   }
   return 0;

@@ -1,9 +1,9 @@
-// libFuzzer target: the state file of the MAD collectors (core/state_file.h), which the
+// libFuzzer target: the state file of the MAD collectors (ib/state_file.h), which the
 // daemon reads at start from its state directory. A rejected file is the expected answer to bad
 // input; an exception, a crash or a sanitizer report is a bug, and so is a parsed state that
 // does not survive writing and reading back (after one normalisation of its numbers).
 
-#include "core/state_file.h"
+#include "ib/state_file.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -1,6 +1,6 @@
 #include "collectors/fabric/fabric_model.h"
 #include "core/metrics.h"
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 
 #include <gtest/gtest.h>
 
@@ -115,8 +115,8 @@ Topology small_fat_tree() {
   return t;
 }
 
-ib::PortInfo port_info(int phys_state) {
-  ib::PortInfo pi{};
+mad::PortInfo port_info(int phys_state) {
+  mad::PortInfo pi{};
   pi.phys_state = phys_state;
   pi.state = phys_state == kPhysLinkUp ? 4 : 1;
   return pi;
@@ -224,8 +224,8 @@ TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
   EXPECT_EQ(hex_guid(0x0002C90200400001ull), "0x0002c90200400001");
   EXPECT_EQ(hex_guid(0), "0x0000000000000000");
   EXPECT_EQ(hex_guid(0xFEDCBA9876543210ull), "0xfedcba9876543210");
-  EXPECT_STREQ(ib::node_type_name(IB_NODE_SWITCH), "switch");
-  EXPECT_STREQ(ib::node_type_name(IB_NODE_CA), "CA");
+  EXPECT_STREQ(mad::node_type_name(IB_NODE_SWITCH), "switch");
+  EXPECT_STREQ(mad::node_type_name(IB_NODE_CA), "CA");
 }
 
 // The memory of last values packs an attribute without its zero octets and gives back every

@@ -1,6 +1,6 @@
 #include "collectors/fan_out.h"
 
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 
 #include "collector_test_support.h"
 #include "fake_fabric.h"
@@ -91,8 +91,8 @@ TEST(FanOut, AnswerShorterThanItsAttributeIsAFailure) {
   f.engine->answer_held();
   ASSERT_FALSE(log.empty());
   EXPECT_EQ(log[0], "first mad_status answer too short");
-  EXPECT_EQ(ib::attribute_size(IB_PERFORMANCE_CLASS), static_cast<std::size_t>(IB_PC_DATA_SZ));
-  EXPECT_EQ(ib::attribute_size(IB_SMI_DIRECT_CLASS), static_cast<std::size_t>(IB_SMP_DATA_SIZE));
+  EXPECT_EQ(mad::attribute_size(IB_PERFORMANCE_CLASS), static_cast<std::size_t>(IB_PC_DATA_SZ));
+  EXPECT_EQ(mad::attribute_size(IB_SMI_DIRECT_CLASS), static_cast<std::size_t>(IB_SMP_DATA_SIZE));
 }
 
 TEST(QueryErrors, CountsEveryFailureAndLogsOnlyWhenAQueryStartsOrStopsFailing) {

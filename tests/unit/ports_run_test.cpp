@@ -13,7 +13,7 @@
 #include "collector_test_support.h"
 #include "collectors/ports/ports_collector.h"
 #include "fake_fabric.h"
-#include "ib/attributes.h"
+#include "mad/attributes.h"
 
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>
@@ -132,8 +132,8 @@ TEST_F(PortsRunTest, CountersFromPortCountersCarryTheirSaturation) {
 TEST_F(PortsRunTest, EachSidesPortXmitWaitTickComesFromItsDevice) {
   fabric_->add({kLeaf, IB_NODE_SWITCH, 8, "leaf-01", kLeafLid, 0x0002c9, 0xd2f2});
   fabric_->add({kHostA, IB_NODE_CA, 1, "host-a mlx5_0", kLidA, 0x0002c9, 0x1021});
-  fabric_->pma_capabilities(kLeaf, ib::kPmXmitWaitSupported);
-  fabric_->pma_capabilities(kHostA, ib::kPmXmitWaitSupported);
+  fabric_->pma_capabilities(kLeaf, mad::kPmXmitWaitSupported);
+  fabric_->pma_capabilities(kHostA, mad::kPmXmitWaitSupported);
   fabric_->pma_counter(kLeaf, kLeafPort, IB_GSI_PORT_COUNTERS, IB_PC_XMT_WAIT_F, 1000);
   auto tick = [](const MetricFamilies& m, const char* s, const char* per) {
     return value(m, "ibfabric_ports_transmit_wait_tick_bytes", with(side(s), "per", per));
@@ -164,8 +164,8 @@ TEST_F(PortsRunTest, EachSidesPortXmitWaitTickComesFromItsDevice) {
 // Mask bit 9: data counters from the 64-bit PortCountersExtended (no saturation flag), error
 // counters still from PortCounters; with CapabilityMask2 bit 1 the errors are extended too.
 TEST_F(PortsRunTest, CountersFromPortCountersExtendedByCapabilityMask) {
-  fabric_->pma_capabilities(kLeaf, ib::kPmExtWidthSupported);
-  fabric_->pma_capabilities(kHostA, ib::kPmExtWidthSupported, ib::kPm2AdditionalExtCounters);
+  fabric_->pma_capabilities(kLeaf, mad::kPmExtWidthSupported);
+  fabric_->pma_capabilities(kHostA, mad::kPmExtWidthSupported, mad::kPm2AdditionalExtCounters);
   constexpr std::uint64_t kWords = 5'000'000'000ull;  // past 32 bits
   fabric_->pma_counter(kLeaf, kLeafPort, IB_GSI_PORT_COUNTERS_EXT, IB_PC_EXT_XMT_BYTES_F, kWords);
   fabric_->pma_counter(kLeaf, kLeafPort, IB_GSI_PORT_COUNTERS, IB_PC_XMT_BYTES_F, 7);
@@ -292,7 +292,7 @@ TEST_F(PortsRunTest, NoAnswerAtAllFailsTheRun) {
   auto c = collector();
   auto r = collect(*c);
   EXPECT_FALSE(r.success);
-  EXPECT_EQ(r.error, "no local port answered its ib::PortInfo query");
+  EXPECT_EQ(r.error, "no local port answered its mad::PortInfo query");
   EXPECT_FALSE(value(r.metrics, "ibfabric_ports_state", side("local")));
   EXPECT_EQ(value(r.metrics, "ibfabric_ports_query_errors_total",
                   with(side("local"), "attribute", "port_info")),

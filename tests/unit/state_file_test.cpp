@@ -1,5 +1,5 @@
-#include "core/state_file.h"
-#include "core/state_store.h"
+#include "ib/state_file.h"
+#include "ib/state_store.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

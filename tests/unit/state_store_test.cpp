@@ -13,15 +13,15 @@
 // before its deferred save restores is also checked against the real daemon in
 // tests/integration/test_lossy_fabric.py.
 
-#include "core/state_store.h"
+#include "ib/state_store.h"
 #include "collector_test_support.h"
 #include "collectors/fabric/fabric_collector.h"
 #include "collectors/ports/ports_collector.h"
 #include "core/node_names.h"
 #include "core/off_loop.h"
-#include "core/state_file.h"
 #include "exporters/prometheus/render.h"
 #include "fake_fabric.h"
+#include "ib/state_file.h"
 
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>

@@ -23,8 +23,8 @@ using fabric::FabricConfig;
 // The PMAs of the two kinds the statement distinguishes: one that carries every counter in
 // PortCountersExtended (CapabilityMask2 AdditionalExtCounters: NVIDIA's switches), and one whose
 // error counters are only in PortCounters (ibsim's, and older switches').
-constexpr std::uint16_t kExtended = ib::kPmExtWidthSupported | ib::kPmXmitWaitSupported;
-constexpr std::uint32_t kAllInExtended = ib::kPm2AdditionalExtCounters;
+constexpr std::uint16_t kExtended = mad::kPmExtWidthSupported | mad::kPmXmitWaitSupported;
+constexpr std::uint32_t kAllInExtended = mad::kPm2AdditionalExtCounters;
 
 // What one sweep sent, by kind.
 struct Sent {

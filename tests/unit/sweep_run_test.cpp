@@ -22,7 +22,7 @@ namespace {
 
 using fabric::FabricConfig;
 
-constexpr std::uint16_t kExtended = ib::kPmExtWidthSupported;  // PortCountersExtended, all
+constexpr std::uint16_t kExtended = mad::kPmExtWidthSupported;  // PortCountersExtended, all
 
 class FabricSweep : public ::testing::Test {
  protected:
@@ -51,11 +51,11 @@ TEST_F(FabricSweep, EveryPortsCountersComeFromTheAttributeItsPmaNames) {
   };
   const std::vector<Pma> pmas{
       {FatTree::spine(0), 0, 0},
-      {FatTree::spine(1), kExtended | ib::kPmXmitWaitSupported, 0},
-      {FatTree::leaf(0), ib::kPmExtWidthNoIetf | ib::kPmQp1DropSupported,
-       ib::kPm2AdditionalExtCounters},
-      {FatTree::leaf(1), ib::kPmExtWidthNoIetf | ib::kPmQp1DropSupported,
-       ib::kPm2AdditionalExtCounters},
+      {FatTree::spine(1), kExtended | mad::kPmXmitWaitSupported, 0},
+      {FatTree::leaf(0), mad::kPmExtWidthNoIetf | mad::kPmQp1DropSupported,
+       mad::kPm2AdditionalExtCounters},
+      {FatTree::leaf(1), mad::kPmExtWidthNoIetf | mad::kPmQp1DropSupported,
+       mad::kPm2AdditionalExtCounters},
       // leaves 3 and 4 answer ClassPortInfo with zeros: PortCounters only
   };
   for (const auto& pma : pmas) tree.fabric->pma_capabilities(pma.sw, pma.mask, pma.mask2);
@@ -88,7 +88,7 @@ TEST_F(FabricSweep, EveryPortsCountersComeFromTheAttributeItsPmaNames) {
   for (std::size_t i = 0; i < switches.size(); ++i) {
     Guid sw = switches[i];
     SCOPED_TRACE(hex(sw));
-    ib::PmaCapabilities caps;
+    mad::PmaCapabilities caps;
     for (const auto& pma : pmas) {
       if (pma.sw == sw) caps = {pma.mask, pma.mask2};
     }
@@ -180,7 +180,7 @@ TEST_F(FabricSweep, ClassPortInfoOncePerDiscoveryPortInfoFromADiscoveryJustRun) 
 // unicast and multicast packet counts; the sweep asks the same MADs either way.
 TEST_F(FabricSweep, TheSeriesBudgetFiltersWhatIsExportedNotWhatIsAsked) {
   FatTree tree(io_, 1, 2, 2);
-  capabilities(tree, kExtended | ib::kPmXmitWaitSupported);
+  capabilities(tree, kExtended | mad::kPmXmitWaitSupported);
   auto counters_of = [](const Exposition& m) {
     std::set<std::string> out;
     for (const auto& name : m.names()) {
@@ -236,7 +236,7 @@ TEST_F(FabricSweep, EachSwitchsPortXmitWaitTickComesFromItsDevice) {
   f.add({FatTree::spine(0), IB_NODE_SWITCH, 2, "spine-1", 1, 0x0002c9, 0xd2f2});  // Quantum-2
   f.add({FatTree::spine(1), IB_NODE_SWITCH, 2, "spine-2", 2, 0x0002c9, 0xcf08});  // Switch-IB 2
   f.add({FatTree::leaf(1), IB_NODE_SWITCH, tree.leaf_ports, "leaf-2", 102, 0x0002c9, 0xd2f1});
-  capabilities(tree, ib::kPmXmitWaitSupported);
+  capabilities(tree, mad::kPmXmitWaitSupported);
   auto tick = [](const Exposition& m, Guid sw, const char* per) {
     return m.value("ibfabric_fabric_node_transmit_wait_tick_bytes",
                    {{"node_guid", hex(sw)}, {"per", per}});

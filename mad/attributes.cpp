@@ -1,11 +1,9 @@
-#include "ib/attributes.h"
-
-#include "ib/link_rate.h"
+#include "mad/attributes.h"
 
 #include <array>
 #include <cstdio>
 
-namespace ibfabric::ib {
+namespace ibfabric::mad {
 namespace {
 
 // libibmad's getters take a non-const buffer even for reading.
@@ -501,14 +499,8 @@ std::size_t detail_octets(std::size_t a) {
   return a < octets.size() ? octets[a] : IB_PC_DATA_SZ;
 }
 
-std::optional<double> effective_bytes_per_second(const PortInfo& pi) {
-  auto speed = link_rate::lane_speed_from_name(active_speed_name(pi));
-  if (!speed) return std::nullopt;
-  return link_rate::effective_bytes_per_second(*speed, lanes(pi.width_active));
-}
-
 std::size_t attribute_size(std::uint8_t mgmt_class) {
   return mgmt_class == IB_PERFORMANCE_CLASS ? IB_PC_DATA_SZ : IB_SMP_DATA_SIZE;
 }
 
-}  // namespace ibfabric::ib
+}  // namespace ibfabric::mad

@@ -1,4 +1,4 @@
-#include "core/state_file.h"
+#include "ib/state_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

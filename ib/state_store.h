@@ -1,5 +1,5 @@
 #pragma once
-// One collector's state file under the state directory (core/state_file.h has the
+// One collector's state file under the state directory (ib/state_file.h has the
 // format): read once at start, written atomically off the event loop at a bounded rate.
 // Whatever goes wrong (a missing directory, a read-only or full disk, a file that is not a
 // state of this version) costs the persistence only: one warning when it starts, counted in
@@ -7,7 +7,7 @@
 
 #include "core/metrics.h"
 #include "core/off_loop.h"
-#include "core/state_file.h"
+#include "ib/state_file.h"
 
 #include <boost/asio/io_context.hpp>
 

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ibfabric::ib {
+namespace ibfabric::mad {
 
 // A unicast LID (1-0xbfff): one that can be asked by LID. 0 is "none yet", 0xc000 and up are
 // multicast or permissive.
@@ -138,9 +138,6 @@ int lanes(int width_bits);  // 4 for 4X, 0 when unknown
 // Nominal signalling rate per lane in Gb/s, as the kernel prints it (SDR 2.5 ... NDR 100).
 double lane_gbps(const PortInfo& pi);
 int mtu_bytes(int mtu_code);  // 0 when unknown
-// The link's data rate after line encoding (8b/10b up to QDR, 64b/66b FDR/EDR, FEC from HDR) in
-// bytes per second (ib/link_rate.h); nullopt when the width or speed is unknown.
-std::optional<double> effective_bytes_per_second(const PortInfo& pi);
 
 struct PmaCapabilities {
   std::uint16_t mask = 0;
@@ -226,4 +223,4 @@ void add_detail_counters(MetricsBuilder& out, std::string_view prefix, const Lab
 // SymbolErrorCounter, 0xffffffff for PortXmitData.
 std::uint64_t field_max(enum MAD_FIELDS field);
 
-}  // namespace ibfabric::ib
+}  // namespace ibfabric::mad

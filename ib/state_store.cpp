@@ -1,4 +1,4 @@
-#include "core/state_store.h"
+#include "ib/state_store.h"
 
 #include <spdlog/spdlog.h>
 

@@ -1,11 +1,13 @@
-#include "ib/attributes.h"
+#include "mad/attributes.h"
+
+#include "ib/link_rate.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
 #include <map>
 
-namespace ibfabric::ib {
+namespace ibfabric::mad {
 namespace {
 
 // Big enough for any attribute here: PMA data areas are 192 octets (IB_PC_DATA_SZ).
@@ -55,7 +57,7 @@ TEST(PortInfoDecode, NdrPort) {
   EXPECT_STREQ(state_name(pi.state), "ACTIVE");
   EXPECT_STREQ(phys_state_name(pi.phys_state), "LinkUp");
   // 4 lanes x 100 Gb/s of data after FEC (106.25 Gb/s signalling): 400 Gb/s.
-  EXPECT_DOUBLE_EQ(effective_bytes_per_second(pi).value(), 50e9);
+  EXPECT_DOUBLE_EQ(link_rate::effective_bytes_per_second(pi).value(), 50e9);
 }
 
 TEST(PortInfoDecode, ExtendedSpeedFieldsIgnoredWithoutCapability) {
@@ -66,7 +68,7 @@ TEST(PortInfoDecode, ExtendedSpeedFieldsIgnoredWithoutCapability) {
   EXPECT_EQ(active_speed_name(pi), "QDR");
   EXPECT_DOUBLE_EQ(lane_gbps(pi), 10);
   // 4X QDR: 40 Gb/s signalling, 8b/10b leaves 32 Gb/s.
-  EXPECT_DOUBLE_EQ(effective_bytes_per_second(pi).value(), 4e9);
+  EXPECT_DOUBLE_EQ(link_rate::effective_bytes_per_second(pi).value(), 4e9);
   EXPECT_EQ(supported_speed_names(pi), "SDR,DDR,QDR");
   // A switch port: the capability comes from port 0 and is applied by the caller.
   pi.extended_speeds = true;
@@ -83,7 +85,7 @@ TEST(PortInfoDecode, DownPort) {
   EXPECT_STREQ(phys_state_name(pi.phys_state), "Polling");
   EXPECT_EQ(width_name(pi.width_active), "");
   EXPECT_EQ(lanes(pi.width_active), 0);
-  EXPECT_FALSE(effective_bytes_per_second(pi).has_value());  // no width: no rate
+  EXPECT_FALSE(link_rate::effective_bytes_per_second(pi).has_value());  // no width: no rate
 }
 
 TEST(ClassPortInfoDecode, CapabilityBits) {
@@ -265,4 +267,4 @@ TEST(Attributes, RoutableLids) {
 }
 
 }  // namespace
-}  // namespace ibfabric::ib
+}  // namespace ibfabric::mad
