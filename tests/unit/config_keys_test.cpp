@@ -226,7 +226,7 @@ TEST(ConfigKeys, EveryLiteralDefaultInTheDocsIsTheCodes) {
   EXPECT_TRUE(wrong.empty()) << lines(wrong);
 }
 
-// A whole number as the docs write one ("254", "0xffff", "1e9", "0.001"); nullopt otherwise.
+// A bound as the docs write one ("254", "0xffff", "1e9", "0.001"); nullopt otherwise.
 std::optional<double> docs_number(const std::string& text) {
   if (text.empty()) return std::nullopt;
   char* end = nullptr;
