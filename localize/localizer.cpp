@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -288,11 +289,12 @@ class Run {
 
   // Its rate, and what it explains at that rate: the pairs it keeps (not in excess), their
   // loss, the set of those that lost (for telling candidates apart), its fit.
-  Score score(std::uint32_t c) const {
+  // `aside`: pairs left out of all but its rate.
+  Score score(std::uint32_t c, const std::vector<std::uint32_t>& aside = {}) const {
     Score s;
     s.rate = own_rate(c);
     for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      if (excess(*p, s.rate)) continue;
+      if (excess(*p, s.rate) || std::binary_search(aside.begin(), aside.end(), *p)) continue;
       s.sent += res_sent_[*p];
       s.lost += res_lost_[*p];
       if (res_lost_[*p] > 0.5) {
@@ -322,7 +324,9 @@ class Run {
     double log_alpha =
         std::log(o_.contradiction_p * o_.contradiction_p / static_cast<double>(pairs_of_.size(c)));
     for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      if (excess(*p, rate)) continue;
+      // A pair a named culprit crosses cannot speak against it: that culprit's rate was fitted
+      // with the pair's whole loss, this candidate's share included.
+      if (excess(*p, rate) || kept_[*p] < 1) continue;
       ++n;
       if (res_lost_[*p] >= res_sent_[*p] * rate) continue;  // its lower tail is over one half
       double log_p = log_binomial_le(res_lost_[*p], res_sent_[*p], rate);
@@ -367,13 +371,7 @@ class Run {
         // lost on its way in and out is the cable's, whichever role the probes point at.
         if (excused(c)) continue;
         Score s = score(c);
-        if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) continue;
-        if (s.lost < o_.min_lost_host && of_one_host(c, s.rate) && !own_evidence(c)) continue;
-        // Significant beyond what is named: its fit is a likelihood ratio against "not it",
-        // over the pairs it keeps, beside the named culprits' loss.
-        if (s.gain < o_.min_gain) continue;
-        if (contradicted(c, s.rate)) continue;
-        fits.push_back({c, s});
+        if (nameable(c, s)) fits.push_back({c, s});
       }
       if (fits.empty()) break;
       // The best that may stand for a fault: a cable, or a host whose own daemon shows trouble.
@@ -392,16 +390,51 @@ class Run {
       // errors, and the downlink all its pairs take with a few of another fault's): the probes
       // cannot tell them apart.
       const auto best_set = lossy_set(best->c, best->s.rate);
+      // The best's lossy pairs that a fault elsewhere crosses too: a candidate with evidence
+      // of its own that loses at least min_lost on pairs the best does not carry.
+      std::vector<std::uint32_t> elsewhere;
+      for (const auto& f : fits) {
+        if (&f == best || !own_evidence(f.c)) continue;
+        const auto set = lossy_set(f.c, f.s.rate);
+        double outside = 0;
+        for (std::uint32_t p : set) {
+          if (!std::binary_search(best_set.begin(), best_set.end(), p)) outside += res_lost_[p];
+        }
+        if (outside < o_.min_lost) continue;
+        std::set_intersection(set.begin(), set.end(), best_set.begin(), best_set.end(),
+                              std::back_inserter(elsewhere));
+      }
+      std::sort(elsewhere.begin(), elsewhere.end());
+      elsewhere.erase(std::unique(elsewhere.begin(), elsewhere.end()), elsewhere.end());
+      // The best with those aside: a candidate with evidence of its own that carries the rest
+      // as well is as suspect (what sets them apart is the other fault's loss).
+      std::vector<std::uint32_t> best_rest;
+      std::set_difference(best_set.begin(), best_set.end(), elsewhere.begin(), elsewhere.end(),
+                          std::back_inserter(best_rest));
+      const double best_rest_gain =
+          elsewhere.empty() ? best->s.gain : score(best->c, elsewhere).gain;
       std::vector<const Fit*> group;
       for (const auto& f : fits) {
-        if (f.s.gain < best->s.gain - o_.equal_fit) continue;
         if (&f != best) {
           const auto set = lossy_set(f.c, f.s.rate);
           // A part of them only with evidence of its own (it can then be what the rest is
           // not); without, it explains less and is no look-alike.
           bool more = std::includes(set.begin(), set.end(), best_set.begin(), best_set.end());
           bool part = std::includes(best_set.begin(), best_set.end(), set.begin(), set.end());
-          if (!more && !(part && own_evidence(f.c))) continue;
+          bool alike =
+              f.s.gain >= best->s.gain - o_.equal_fit && (more || (part && own_evidence(f.c)));
+          // Evidence of its own is worth what a fit does not weigh: one with it that crosses all
+          // the best's lossy pairs (whether it keeps them at its rate or not) is as suspect as
+          // a best without, within evidence_weight more.
+          bool alike_evidence = own_evidence(f.c) && !own_evidence(best->c) &&
+                                f.s.gain >= best->s.gain - o_.equal_fit - o_.evidence_weight &&
+                                std::includes(pairs_of_.begin(f.c), pairs_of_.end(f.c),
+                                              best_set.begin(), best_set.end());
+          bool alike_aside =
+              !elsewhere.empty() && !best_rest.empty() && own_evidence(f.c) &&
+              f.s.gain >= best_rest_gain - o_.equal_fit &&
+              std::includes(set.begin(), set.end(), best_rest.begin(), best_rest.end());
+          if (!alike && !alike_evidence && !alike_aside) continue;
         }
         group.push_back(&f);
       }
@@ -429,11 +462,42 @@ class Run {
       emit_loss(out, members, culprit->c, any_evidence, lossy_pairs);
       residuals();
     }
+    prune(out);
     // Each loss verdict's rate as refitted with all the others.
-    for (auto& v : out) {
-      auto it = loss_verdict_candidate_.find(&v - out.data());
-      if (it != loss_verdict_candidate_.end()) v.rate = named_rate_[it->second];
+    for (std::size_t v = 0; v < out.size(); ++v) out[v].rate = named_rate_[loss_culprits_[v]];
+  }
+
+  // Whether what it explains (`s`, beside the culprits named) makes it a culprit.
+  bool nameable(std::uint32_t c, const Score& s) const {
+    if (s.lost < o_.min_lost || s.rate <= o_.min_loss_rate) return false;
+    double hosts_loss = own_evidence(c) ? 0 : one_hosts_loss(c, s.rate, s.lost);
+    if (hosts_loss > 0 && hosts_loss < o_.min_lost_host) return false;
+    // Significant beyond what is named: its fit is a likelihood ratio against "not it", over
+    // the pairs it keeps, beside the named culprits' loss.
+    return s.gain >= o_.min_gain && !contradicted(c, s.rate);
+  }
+
+  // Greedy naming takes first what fits best at the time: a host whose few pairs happen to
+  // carry much of a fault's loss can come before the fault. Each culprit is asked again beside
+  // all the others (their rates refitted without it); one that is no longer nameable goes.
+  void prune(std::vector<Verdict>& out) {
+    for (std::size_t v = 0; v < out.size();) {
+      const std::uint32_t c = loss_culprits_[v];
+      const double rate = named_rate_[c];
+      named_rate_.erase(c);
+      residuals();
+      refit();
+      residuals();
+      if (nameable(c, score(c))) {
+        named_rate_[c] = rate;
+        ++v;
+        continue;
+      }
+      out.erase(out.begin() + static_cast<std::ptrdiff_t>(v));
+      loss_culprits_.erase(loss_culprits_.begin() + static_cast<std::ptrdiff_t>(v));
     }
+    residuals();
+    refit();
   }
 
   // Every candidate of pair p, once each.
@@ -458,28 +522,24 @@ class Run {
     return !is_link(c) && !host_trouble_own(host_of(c)) && host_cable_counted(host_of(c));
   }
 
-  // Whether its evidence is one host's: it is a host, a cable with a host at one end, or all
-  // its pairs that lose (at `rate`) are one host's.
-  bool of_one_host(std::uint32_t c, double rate) const {
-    if (!is_link(c) || host_cable_[cable_of(c)]) return true;
-    HostId common[2] = {0, 0};
-    int n = -1;  // -1: no pair seen yet
+  // Of its loss (`lost`, at `rate`), the part that is one host's: all of it for a host or a
+  // cable with a host at one end; for another cable, the loss of the pairs of the host its
+  // lossy pairs share most where the others lost one probe at most (a stray loss beside one
+  // host's pairs is no evidence of a fault elsewhere); nothing otherwise.
+  double one_hosts_loss(std::uint32_t c, double rate, double lost) const {
+    if (!is_link(c) || host_cable_[cable_of(c)]) return lost;
+    std::unordered_map<HostId, double> by_host;
+    double total = 0;
     for (std::uint32_t p : lossy_set(c, rate)) {
       const Pair& pair = e_.pairs[p];
-      if (n < 0) {
-        common[0] = pair.prober;
-        common[1] = pair.peer;
-        n = 2;
-        continue;
-      }
-      int kept = 0;
-      for (int i = 0; i < n; ++i) {
-        if (common[i] == pair.prober || common[i] == pair.peer) common[kept++] = common[i];
-      }
-      n = kept;
-      if (n == 0) return false;
+      total += res_lost_[p];
+      by_host[pair.prober] += res_lost_[p];
+      if (pair.peer != pair.prober) by_host[pair.peer] += res_lost_[p];
     }
-    return n > 0;
+    double top = 0;
+    for (const auto& [host, host_lost] : by_host) top = std::max(top, host_lost);
+    double others = total - top;
+    return others <= 1 ? lost - others : 0;
   }
 
   bool own_evidence(std::uint32_t c) const {
@@ -566,7 +626,8 @@ class Run {
           "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
           "others named, which carry the same pairs";
     }
-    loss_verdict_candidate_[out.size()] = primary;
+    v.evidenced = any_evidence;
+    loss_culprits_.push_back(primary);
     out.push_back(std::move(v));
   }
 
@@ -628,6 +689,7 @@ class Run {
       fill_counts(v);
       v.rate = v.sent > 0 ? v.late / v.sent : 0;
       v.why = "the pairs crossing it are late while it waits to send";
+      v.evidenced = true;  // its own PortXmitWait
       out.push_back(std::move(v));
     }
     // Late hosts: a host with trouble of its own is judged on all its late probes; one without,
@@ -702,6 +764,7 @@ class Run {
       fill_counts(v);
       v.rate = ratio(h);
       v.blast_radius = {h};
+      v.evidenced = troubled;
       v.why = troubled ? "most of its pairs are late, far more than the rest of the fabric, and "
                          "its own daemon shows trouble"
                        : "most of its pairs are late, far more than the rest of the fabric";
@@ -752,6 +815,7 @@ class Run {
       pairs.insert(v.pairs.begin(), v.pairs.end());
       into.pairs.assign(pairs.begin(), pairs.end());
       into.why = "its pairs are late and lose, and its own daemon shows trouble";
+      into.evidenced = into.evidenced || v.evidenced;
     }
     out = std::move(merged);
   }
@@ -764,7 +828,7 @@ class Run {
   std::vector<double> kept_, res_sent_, res_lost_;
   std::map<std::uint32_t, double> named_rate_;
   std::set<std::uint32_t> spent_;
-  std::map<std::size_t, std::uint32_t> loss_verdict_candidate_;
+  std::vector<std::uint32_t> loss_culprits_;  // of each loss verdict, in order
   double background_ = kBackground, z_ = 3, one_ = 9;
 };
 
@@ -791,20 +855,32 @@ std::string verdict_key(const Evidence& evidence, const Suspect& suspect) {
   }
 }
 
-std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Verdict> verdicts) {
-  std::set<std::string> now;
+std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
+                                        bool early) {
+  std::set<std::string> now, named;
   std::vector<Verdict> out;
+  pending_ = pending_evidenced_ = 0;
   for (auto& v : verdicts) {
     // Held when any of its suspects was (a set whose culprit changed order is the same fault).
-    bool held = false;
+    bool held = false, was_named = false;
+    std::vector<std::string> keys;
     for (const auto& s : v.suspects) {
       auto key = verdict_key(evidence, s) + " " + v.cause;
       held = held || previous_.count(key) > 0;
-      now.insert(std::move(key));
+      was_named = was_named || named_.count(key) > 0;
+      keys.push_back(key);
     }
-    if (held) out.push_back(std::move(v));
+    now.insert(keys.begin(), keys.end());
+    if (held && (!early || was_named || v.evidenced)) {
+      named.insert(keys.begin(), keys.end());
+      out.push_back(std::move(v));
+      continue;
+    }
+    ++pending_;
+    if (v.evidenced) ++pending_evidenced_;
   }
   previous_ = std::move(now);
+  named_ = std::move(named);
   return out;
 }
 

@@ -42,6 +42,9 @@ struct Verdict {
   double rate = 0;                      // its own loss rate (loss), late share (late, congestion)
   std::vector<HostId> blast_radius;     // hosts whose probed paths cross it (or the host itself)
   std::string why;                      // one sentence: why this and not the others
+  // Its culprit has evidence of its own beside the probes: errors or discards counted at a
+  // cable's ends, its daemon's trouble, a sending port that waits.
+  bool evidenced = false;
 };
 
 struct Options {
@@ -65,6 +68,10 @@ struct Options {
   // Candidates whose log-likelihood gain is within this of the best one's, over the same
   // pairs, are equally suspect.
   double equal_fit = 2.0;
+  // ... and one with evidence of its own (errors at a cable's ends, its daemon's trouble) over
+  // the same pairs or more is as suspect as a best without within this much more: about the
+  // log of how much likelier a fault makes that evidence than chance does.
+  double evidence_weight = 4.0;
   // Late: a host late in at least this many pairs, this many late probes, this share of its
   // probes, and this many times as often as the pairs it is no part of.
   double min_late_pairs = 2;
@@ -85,11 +92,20 @@ std::string verdict_key(const Evidence& evidence, const Suspect& suspect);
 // the middle of a change, names nobody).
 class Confirmer {
  public:
-  // The verdicts of `verdicts` whose culprit the previous call also had.
-  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts);
+  // The verdicts of `verdicts` whose culprit the previous call also had. `early`: this call
+  // comes half an interval after the last (early() said so): a suspect not named yet is named
+  // now only with evidence of its own; one without waits for the next call, a whole interval
+  // after it was found, so that the counters that would decide between a cable and its host
+  // have reached the store.
+  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
+                               bool early = false);
+  // Whether the next evaluation may come half an interval later: the last call left suspects
+  // to confirm, and each has evidence of its own.
+  bool early() const { return pending_ > 0 && pending_ == pending_evidenced_; }
 
  private:
-  std::set<std::string> previous_;
+  std::set<std::string> previous_, named_;
+  std::size_t pending_ = 0, pending_evidenced_ = 0;
 };
 
 }  // namespace ibfabric::localize

@@ -76,7 +76,9 @@ class FakeApi:
         self.mode = "ok"
         self.newest_age = 1.0
         self.queries = []
+        self.times = []  # the evaluation time of each query, as the localizer asked for it
         self.marker = 1
+        self.counters = True  # h3's port counts the errors of its drops
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -85,6 +87,7 @@ class FakeApi:
                 form = urllib.parse.parse_qs(self.rfile.read(length).decode())
                 query = form.get("query", [""])[0]
                 outer.queries.append(query)
+                outer.times.append(float(form.get("time", ["nan"])[0]))
                 if outer.mode == "error":
                     return self.reply(500, b'{"status":"error","errorType":"internal",'
                                            b'"error":"overloaded"}')
@@ -155,7 +158,7 @@ class FakeApi:
             return [series(dict(pair(p, q_), peer_node_guid=GUID[q_], peer_node_name=q_), 1)
                     for p, q_ in PAIRS if instance(p) in q]
         if q.startswith("max by (node_guid, port) (") and "side=\"local\"" in q and \
-                "receive_errors" in q:
+                "receive_errors" in q and self.counters:
             return [series({"node_guid": GUID["h3"], "port": "1"}, 180)]
         return []
 
@@ -163,6 +166,7 @@ class FakeApi:
 class LocalizeServiceTest(unittest.TestCase):
     def setUp(self):
         self.api = FakeApi()
+        self.api.counters = self._testMethodName != "test_a_suspect_without_counters_waits"
         self.addCleanup(self.api.close)
         self.port = free_port()
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
@@ -223,6 +227,11 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertEqual(info["equally_suspect"], "none")
         self.assertEqual(self.value(named, "ibfabric_localize_up"), 1)
         self.assertEqual(self.value(named, "ibfabric_localize_pairs", state="placed"), 12)
+        # Evaluations on the interval's grid (1 s); the one that confirms a new suspect with
+        # evidence of its own (h3's counters) half an interval after the one that found it.
+        self.assertEqual(self.evaluation_times()[:2], [0.0, 0.5])
+        self.wait(lambda s: len(self.evaluation_times()) >= 4, "two more evaluations")
+        self.assertEqual([t % 1 for t in self.evaluation_times()[2:4]], [0, 0])
         # Paths: read once for every daemon; then only h1's, once its marker moves.
         hop_queries = lambda: [q for q in self.api.queries  # noqa: E731
                                if q.startswith("ibfabric_path_hop_info")]
@@ -253,6 +262,22 @@ class LocalizeServiceTest(unittest.TestCase):
                 self.api.mode, self.api.newest_age = "ok", 1.0
                 self.wait(lambda s: find_samples(s, "ibfabric_localize_suspect"),
                           "the verdict again after %s" % mode)
+
+    def evaluation_times(self):
+        """The evidence times asked for, from the first evaluation's."""
+        times = [t for q, t in zip(list(self.api.queries), list(self.api.times))
+                 if "ibfabric_probe_sent_total" in q]
+        self.assertTrue(times and times[0] % 1 == 0, times)
+        return [t - times[0] for t in times]
+
+    def test_a_suspect_without_counters_waits(self):
+        # Without h3's counters the probes cannot tell its cable from h3: one verdict naming
+        # both, confirmed a whole interval after it was found (the counters that would decide
+        # may not be in the store yet).
+        named = self.wait(lambda s: find_samples(s, "ibfabric_localize_suspect"), "a verdict")
+        info = find_samples(named, "ibfabric_localize_suspect_info")[0].labels
+        self.assertIn("h3", info["equally_suspect"])
+        self.assertEqual(self.evaluation_times()[:2], [0.0, 1.0])
 
     def test_bad_flags_say_what_to_do(self):
         for args, message in ((["--prometheus.url=prometheus:9090"], "must start with http://"),

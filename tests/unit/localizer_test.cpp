@@ -521,6 +521,41 @@ TEST(Localizer, ConfirmerNamesWhatTwoEvaluationsHold) {
   EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());  // held once again, not twice
 }
 
+// A suspect with evidence of its own (its daemon stalls; counters at a cable's end) may be
+// confirmed half an interval after it was found; one without waits for a whole interval, and
+// a suspect already named stays named in the early evaluation.
+TEST(Localizer, ConfirmerNamesASuspectWithEvidenceEarly) {
+  Scenario stall;
+  stall.stalled = {"h4"};
+  Fabric f(stall);
+  Confirmer confirmer;
+  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());
+  EXPECT_TRUE(confirmer.early());
+  EXPECT_EQ(confirmer.confirm(f.e, localize(f.e), true).size(), 1u);
+  EXPECT_FALSE(confirmer.early());  // nothing left to confirm
+
+  Scenario counted;
+  counted.dropping = {{downlink(1, 2), 0.3}};
+  counted.port_errors = {{"leaf-2", 3, "receive_errors"}};
+  Fabric g(counted);
+  Confirmer with_counters;
+  EXPECT_TRUE(with_counters.confirm(g.e, localize(g.e)).empty());
+  EXPECT_TRUE(with_counters.early());
+  EXPECT_EQ(with_counters.confirm(g.e, localize(g.e), true).size(), 1u);
+
+  Scenario uncounted;
+  uncounted.dropping = {{downlink(1, 2), 0.3}};
+  Fabric h(uncounted);
+  Confirmer without;
+  EXPECT_TRUE(without.confirm(h.e, localize(h.e)).empty());
+  EXPECT_FALSE(without.early());
+  EXPECT_TRUE(without.confirm(h.e, localize(h.e), true).empty());  // waits, still held
+  auto named_now = without.confirm(h.e, localize(h.e));
+  ASSERT_EQ(named_now.size(), 1u);
+  EXPECT_FALSE(named_now.front().evidenced);
+  EXPECT_EQ(without.confirm(h.e, localize(h.e), true).size(), 1u);  // named: stays named
+}
+
 // What a verdict carries: the pairs it explains and the hosts whose paths cross it.
 TEST(Localizer, VerdictCarriesItsPairsAndBlastRadius) {
   Scenario s;
