@@ -79,8 +79,10 @@ struct CollectorContext {
   std::function<std::shared_ptr<mad::Engine>()> mad_engine;
   // Names for node GUIDs (node_name_map); never null. Re-read on every config (re)load.
   std::shared_ptr<const NodeNameMap> node_names = std::make_shared<const NodeNameMap>();
-  // The peers the probe collector probes, for the paths collector; never null.
-  std::shared_ptr<probe::PeerDirectory> probe_peers = std::make_shared<probe::PeerDirectory>();
+  // The channel from the probe collector to the paths collector: the peers probe probes, which
+  // paths traces. The daemon wires it (daemon_collector_context, daemon/app.h); null where
+  // nothing is: probe then tells no one its peers, and paths traces none.
+  std::shared_ptr<probe::PeerDirectory> probe_peers = nullptr;
   // PortXmitWait ticks the configuration gives (transmit_wait_ticks); never null.
   std::shared_ptr<const std::vector<TransmitWaitTickRule>> transmit_wait_ticks =
       std::make_shared<const std::vector<TransmitWaitTickRule>>();

@@ -17,7 +17,7 @@ namespace ibfabric {
 
 App::App(Options options)
     : options_(std::move(options)),
-      context_{io_, "/sys", [this] { return mad_engine(); }},
+      context_(daemon_collector_context(io_, [this] { return mad_engine(); })),
       signals_(io_),
       watchdog_(io_),
       heartbeat_(io_) {
@@ -147,6 +147,13 @@ void follow_mad_probes_with_paths(DaemonConfig& config, const std::map<std::stri
 WebConfig App::load_web(const DaemonConfig& config) {
   if (config.web_config_file.empty()) return WebConfig{};
   return load_web_config(config.web_config_file);
+}
+
+CollectorContext daemon_collector_context(
+    boost::asio::io_context& io, std::function<std::shared_ptr<mad::Engine>()> mad_engine) {
+  CollectorContext context{io, "/sys", std::move(mad_engine)};
+  context.probe_peers = std::make_shared<probe::PeerDirectory>();
+  return context;
 }
 
 mad::EngineConfig App::parse_mad_config(const DaemonConfig& config) {

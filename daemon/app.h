@@ -27,6 +27,12 @@ namespace ibfabric {
 // unless the config (`paths: {enabled: ...}`) or a flag (`--[no-]collector.paths`) decides.
 void follow_mad_probes_with_paths(DaemonConfig& config, const std::map<std::string, bool>& flags);
 
+// The context the daemon builds its collectors with, for its life (reloads keep it): the MAD
+// engine from `mad_engine` on first use, and the channel from the probe collector to the paths
+// collector (CollectorContext::probe_peers), the one place two collectors meet.
+CollectorContext daemon_collector_context(boost::asio::io_context& io,
+                                          std::function<std::shared_ptr<mad::Engine>()> mad_engine);
+
 class App {
  public:
   explicit App(Options options);

@@ -38,7 +38,9 @@ class PathsCollector final : public Collector {
  public:
   PathsCollector(CollectorContext& context, PathsConfig config)
       : mad_(context.mad_engine),
-        peers_(context.probe_peers),
+        // Nothing wired: no peer to trace.
+        peers_(context.probe_peers ? context.probe_peers
+                                   : std::make_shared<const probe::PeerDirectory>()),
         names_(context.node_names),
         config_(config) {}
   void collect(Done done) override;

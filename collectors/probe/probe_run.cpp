@@ -327,7 +327,7 @@ void ProbeRun::update_peers() {
   for (const auto& peer : peers_) {
     probed.push_back({peer->name, peer->mad ? "mad" : "udp", peer->lid});
   }
-  directory_->publish(std::move(probed));
+  if (directory_) directory_->publish(std::move(probed));
 
   bool any_udp = std::any_of(peers_.begin(), peers_.end(), [](auto& p) { return !p->mad; });
   if (any_udp && !socket_.is_open()) {

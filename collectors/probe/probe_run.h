@@ -161,7 +161,7 @@ class ProbeRun : public std::enable_shared_from_this<ProbeRun> {
   ProbeConfig config_;
   mad::ClientHandle mad_;
   std::shared_ptr<const NodeNameMap> node_names_;  // names of discovered peers
-  std::shared_ptr<PeerDirectory> directory_;       // what the paths collector traces
+  std::shared_ptr<PeerDirectory> directory_;       // what the paths collector traces (or null)
   udp::socket socket_;                             // the prober's
   udp::socket responder_;                          // the responder's
   boost::asio::steady_timer sweep_;

@@ -11,6 +11,8 @@
 #include "collector_test_support.h"
 #include "collectors/paths/paths_collector.h"
 #include "collectors/peer_directory.h"
+#include "collectors/registry.h"
+#include "daemon/app.h"
 #include "fake_fabric.h"
 
 #include <gtest/gtest.h>
@@ -109,7 +111,8 @@ class PathsRunTest : public ::testing::Test {
 
   boost::asio::io_context io_;
   FatTree tree_{io_};
-  CollectorContext context_{io_, "", [f = tree_.fabric] { return f; }};
+  // As the daemon builds it: with the channel from the probe collector.
+  CollectorContext context_ = daemon_collector_context(io_, [f = tree_.fabric] { return f; });
   std::size_t lft_reads_ = 0;
 };
 
@@ -191,6 +194,39 @@ TEST_F(PathsRunTest, TracesBothLegsOfEveryPlacedPeer) {
 }
 
 // A forwarding-table block that two peers' traces need is read once, and a node once.
+// The channel from probe to paths is the daemon's: built from the registry with the daemon's
+// context, the paths collector traces the peers the probe collector probes; built with a
+// context the daemon did not wire, it hears of none.
+TEST_F(PathsRunTest, TracesWhatTheProbeCollectorProbesThroughTheDaemonsChannel) {
+  auto build = [](CollectorContext& context, const char* name, const char* yaml) {
+    ConfigSection section(YAML::Load(yaml), "test.yaml", std::string("collectors.") + name);
+    return find_collector_spec(name)->create(context, section);
+  };
+  const char* probe_yaml = "targets: [{lid: 12}]\nudp_listen: \"\"\nmad_responder: false\n";
+  CollectorContext unwired{io_, "", [f = tree_.fabric] { return f; }};
+  for (CollectorContext* context : {&unwired, &context_}) {
+    auto probe = build(*context, "probe", probe_yaml);
+    auto paths = build(*context, "paths", "");
+    // One probe collection publishes its peers (its port listing fails here: no HCA). Its
+    // timers keep the loop busy, so it runs until that collection ends, and the prober stops
+    // before the paths run.
+    bool collected = false;
+    probe->collect([&](CollectResult) { collected = true; });
+    io_.restart();
+    for (int i = 0; i < 100 && !collected; ++i) io_.run_one_for(100ms);
+    ASSERT_TRUE(collected);
+    probe.reset();
+    io_.restart();
+    io_.poll();
+    auto m = run(*paths);
+    if (context == &unwired) {
+      EXPECT_TRUE(samples(m, "ibfabric_path_hop_info").empty());
+    } else {
+      EXPECT_EQ(hops(m, "lid 12", "to_peer"), kToC);  // lid 12 is host-c
+    }
+  }
+}
+
 TEST_F(PathsRunTest, ABlockSharedByTwoPeersIsAskedOnce) {
   publish({{"host-c", "mad", kLidC}, {"host-d", "mad", kLidD}});
   auto c = collector();
