@@ -1,6 +1,7 @@
 #include "exporters/prometheus/http_server.h"
 
 #include "exporters/prometheus/basic_auth.h"
+#include "exporters/prometheus/connection_table.h"
 #include "ibfabric/version.h"
 
 #include <spdlog/spdlog.h>
@@ -14,7 +15,6 @@
 #include <boost/beast/http.hpp>
 #include <boost/beast/ssl.hpp>
 
-#include <list>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -192,27 +192,8 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   const Stats& stats() const { return stats_; }
 
  private:
-  using Clock = std::chrono::steady_clock;
-  // What an open connection is doing. All but `busy` wait on the client, may be evicted and
-  // run against a deadline of their own.
-  enum class State { tls_handshake, headers, idle, busy };
-
-  struct ConnectionBase;
-  // One open connection's bookkeeping, for the caps and eviction.
-  struct Entry {
-    asio::ip::address client;
-    State state;
-    Clock::time_point since;  // when it entered `state`
-    std::weak_ptr<ConnectionBase> connection;
-  };
-  using Entries = std::list<Entry>;
-
-  struct ConnectionBase {
-    virtual ~ConnectionBase() = default;
-    // Closes the socket; whatever is pending on it completes with an error.
-    virtual void abort() = 0;
-    std::optional<Entries::iterator> entry;  // empty once it is closed or evicted
-  };
+  using State = ConnectionTable::State;
+  using ConnectionBase = ConnectionTable::Connection;
 
   template <class Stream>
   struct Connection : ConnectionBase {
@@ -253,19 +234,19 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
     boost::system::error_code ec;
     auto remote = socket.remote_endpoint(ec);
     if (ec) return;  // gone already
-    if (!admit(remote.address())) {
+    if (!table_.admit(remote.address(), limits_)) {
       socket.close(ec);
       return;
     }
     auto settings = settings_;
     if (!settings->tls) {
       auto connection = std::make_shared<PlainConnection>(settings, std::move(socket));
-      enter(connection, remote.address(), State::headers);
+      table_.enter(connection, remote.address(), State::headers);
       read_request(connection);
       return;
     }
     auto connection = std::make_shared<TlsConnection>(settings, std::move(socket), *settings->tls);
-    enter(connection, remote.address(), State::tls_handshake);
+    table_.enter(connection, remote.address(), State::tls_handshake);
     beast::get_lowest_layer(connection->stream).expires_after(limits_.tls_handshake_timeout);
     connection->stream.async_handshake(
         ssl::stream_base::server, [self = shared_from_this(), connection](beast::error_code ec) {
@@ -286,86 +267,9 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
         });
   }
 
-  // Whether a connection from `client` may open, evicting the oldest connection that waits on
-  // its client (handshake, headers, idle) when a cap is reached: a new connection is more
-  // likely a scrape than one that has been slow so far. Rejects when every connection under
-  // the cap is busy serving.
-  bool admit(const asio::ip::address& client) {
-    auto count = [&] {
-      auto it = per_client_.find(client);
-      return it == per_client_.end() ? std::size_t{0} : it->second;
-    };
-    while (count() >= limits_.max_connections_per_client) {
-      if (!evict(&client, Stats::client_cap)) {
-        ++stats_.rejected_per_client;
-        return false;
-      }
-    }
-    while (entries_.size() >= limits_.max_connections) {
-      if (!evict(nullptr, Stats::total_cap)) {
-        ++stats_.rejected;
-        return false;
-      }
-    }
-    return true;
-  }
-
-  // Closes the connection (of `client`, or any) that has waited on its client longest.
-  bool evict(const asio::ip::address* client, Stats::Cap cap) {
-    auto oldest = entries_.end();
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->state == State::busy || (client && it->client != *client)) continue;
-      if (oldest == entries_.end() || it->since < oldest->since) oldest = it;
-    }
-    if (oldest == entries_.end()) return false;
-    auto phase = oldest->state == State::tls_handshake ? Stats::tls_handshake
-                 : oldest->state == State::idle        ? Stats::idle
-                                                       : Stats::headers;
-    ++stats_.evicted[cap][phase];
-    spdlog::debug("msg=\"connection evicted\" client={} phase={} cap={}",
-                  oldest->client.to_string(), HttpServer::phase_name(phase),
-                  HttpServer::cap_name(cap));
-    if (auto connection = oldest->connection.lock()) {
-      leave(*connection);
-      connection->abort();  // its pending operation ends with an error and calls done()
-    } else {
-      forget(oldest);
-    }
-    return true;
-  }
-
-  void enter(const std::shared_ptr<ConnectionBase>& connection, const asio::ip::address& client,
-             State state) {
-    entries_.push_back(Entry{client, state, Clock::now(), connection});
-    connection->entry = std::prev(entries_.end());
-    ++per_client_[client];
-    stats_.open_connections = entries_.size();
-  }
-
-  void leave(ConnectionBase& connection) {
-    if (!connection.entry) return;
-    auto it = *connection.entry;
-    connection.entry.reset();
-    forget(it);
-  }
-
-  void forget(Entries::iterator it) {
-    if (auto pc = per_client_.find(it->client); pc != per_client_.end() && --pc->second == 0) {
-      per_client_.erase(pc);
-    }
-    entries_.erase(it);
-    stats_.open_connections = entries_.size();
-  }
-
-  static void set_state(ConnectionBase& connection, State state) {
-    if (!connection.entry) return;
-    (*connection.entry)->state = state;
-    (*connection.entry)->since = Clock::now();
-  }
-
   template <class C>
   void done(const std::shared_ptr<C>& connection) {
-    leave(*connection);
+    table_.leave(*connection);
     boost::system::error_code ec;
     auto& socket = beast::get_lowest_layer(connection->stream).socket();
     socket.shutdown(tcp::socket::shutdown_both, ec);
@@ -386,7 +290,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       read_request(connection);
       return;
     }
-    set_state(*connection, State::idle);
+    ConnectionTable::set_state(*connection, State::idle);
     beast::get_lowest_layer(connection->stream).expires_after(limits_.idle_timeout);
     connection->stream.async_read_some(
         connection->buffer.prepare(4096),
@@ -405,7 +309,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   // the TLS handshake, or from the first byte after an idle keep-alive.
   template <class C>
   void read_request(const std::shared_ptr<C>& connection) {
-    set_state(*connection, State::headers);
+    ConnectionTable::set_state(*connection, State::headers);
     connection->parser.emplace();
     connection->parser->header_limit(8 * 1024);
     connection->parser->body_limit(0);
@@ -416,7 +320,7 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
                          self->done(connection);
                          return;
                        }
-                       set_state(*connection, State::busy);
+                       ConnectionTable::set_state(*connection, State::busy);
                        if (ec) {
                          if (ec == beast::error::timeout) {
                            ++self->stats_.header_timeouts;
@@ -668,9 +572,8 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
   // bcrypt runs here, never on the event loop; one thread bounds the CPU a flood can take.
   asio::thread_pool auth_pool_{1};
   WebLimits limits_;
-  Entries entries_;  // every open connection, in the order they opened
-  std::map<asio::ip::address, std::size_t> per_client_;
   Stats stats_;
+  ConnectionTable table_{stats_};
 };
 
 HttpServer::HttpServer(asio::io_context& io, HttpServerOptions options, RenderMetrics render)
