@@ -406,9 +406,9 @@ class Evaluator {
 
  private:
   // Evidence times on the interval's grid: two instances read the same samples (HA). Suspects
-  // that each have evidence of their own are judged again half an interval later, on the half
-  // grid (both instances hold them alike): confirming them costs 5 s of the time to name, not
-  // 10. One without waits a whole interval (Confirmer).
+  // that are each settled (Verdict::settled) are judged again half an interval later, on the
+  // half grid (both instances hold them alike): confirming them costs 5 s of the time to name,
+  // not 10. One that is not waits a whole interval (Confirmer).
   void arm(std::chrono::system_clock::time_point now) {
     double step = std::chrono::duration<double>(options_.interval).count();
     const bool early = confirmer_.early();

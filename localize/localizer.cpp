@@ -542,6 +542,20 @@ class Run {
     return others <= 1 ? lost - others : 0;
   }
 
+  // Whether one host is in every one of `pairs`.
+  bool share_a_host(const std::vector<std::uint32_t>& pairs) const {
+    if (pairs.empty()) return false;
+    const Pair& first = e_.pairs[pairs.front()];
+    for (HostId h : {first.prober, first.peer}) {
+      if (std::all_of(pairs.begin(), pairs.end(), [&](std::uint32_t p) {
+            return e_.pairs[p].prober == h || e_.pairs[p].peer == h;
+          })) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   bool own_evidence(std::uint32_t c) const {
     return is_link(c) ? cable_counted(cable_of(c)) : host_trouble_own(host_of(c));
   }
@@ -626,7 +640,7 @@ class Run {
           "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
           "others named, which carry the same pairs";
     }
-    v.evidenced = any_evidence;
+    v.settled = any_evidence || (is_link(primary) && !share_a_host(lossy_pairs));
     loss_culprits_.push_back(primary);
     out.push_back(std::move(v));
   }
@@ -689,7 +703,7 @@ class Run {
       fill_counts(v);
       v.rate = v.sent > 0 ? v.late / v.sent : 0;
       v.why = "the pairs crossing it are late while it waits to send";
-      v.evidenced = true;  // its own PortXmitWait
+      v.settled = true;  // its own PortXmitWait
       out.push_back(std::move(v));
     }
     // Late hosts: a host with trouble of its own is judged on all its late probes; one without,
@@ -764,7 +778,7 @@ class Run {
       fill_counts(v);
       v.rate = ratio(h);
       v.blast_radius = {h};
-      v.evidenced = troubled;
+      v.settled = troubled;
       v.why = troubled ? "most of its pairs are late, far more than the rest of the fabric, and "
                          "its own daemon shows trouble"
                        : "most of its pairs are late, far more than the rest of the fabric";
@@ -815,7 +829,7 @@ class Run {
       pairs.insert(v.pairs.begin(), v.pairs.end());
       into.pairs.assign(pairs.begin(), pairs.end());
       into.why = "its pairs are late and lose, and its own daemon shows trouble";
-      into.evidenced = into.evidenced || v.evidenced;
+      into.settled = into.settled || v.settled;
     }
     out = std::move(merged);
   }
@@ -859,7 +873,7 @@ std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Ve
                                         bool early) {
   std::set<std::string> now, named;
   std::vector<Verdict> out;
-  pending_ = pending_evidenced_ = 0;
+  pending_ = pending_settled_ = 0;
   for (auto& v : verdicts) {
     // Held when any of its suspects was (a set whose culprit changed order is the same fault).
     bool held = false, was_named = false;
@@ -871,13 +885,13 @@ std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Ve
       keys.push_back(key);
     }
     now.insert(keys.begin(), keys.end());
-    if (held && (!early || was_named || v.evidenced)) {
+    if (held && (!early || was_named || v.settled)) {
       named.insert(keys.begin(), keys.end());
       out.push_back(std::move(v));
       continue;
     }
     ++pending_;
-    if (v.evidenced) ++pending_evidenced_;
+    if (v.settled) ++pending_settled_;
   }
   previous_ = std::move(now);
   named_ = std::move(named);

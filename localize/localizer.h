@@ -42,9 +42,12 @@ struct Verdict {
   double rate = 0;                      // its own loss rate (loss), late share (late, congestion)
   std::vector<HostId> blast_radius;     // hosts whose probed paths cross it (or the host itself)
   std::string why;                      // one sentence: why this and not the others
-  // Its culprit has evidence of its own beside the probes: errors or discards counted at a
-  // cable's ends, its daemon's trouble, a sending port that waits.
-  bool evidenced = false;
+  // Nothing still to come is expected to change it: its culprit has evidence of its own beside
+  // the probes (errors or discards counted at a cable's ends, its daemon's trouble, a sending
+  // port that waits), or it is a cable whose lossy pairs are more than one host's (the
+  // counters still to come, a host's, only ever decide between a host's cable and what its
+  // pairs cross).
+  bool settled = false;
 };
 
 struct Options {
@@ -94,18 +97,18 @@ class Confirmer {
  public:
   // The verdicts of `verdicts` whose culprit the previous call also had. `early`: this call
   // comes half an interval after the last (early() said so): a suspect not named yet is named
-  // now only with evidence of its own; one without waits for the next call, a whole interval
-  // after it was found, so that the counters that would decide between a cable and its host
-  // have reached the store.
+  // now only when settled; one that is not waits for the next call, a whole interval after it
+  // was found, so that the counters that would decide between a cable and its host have
+  // reached the store.
   std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
                                bool early = false);
   // Whether the next evaluation may come half an interval later: the last call left suspects
-  // to confirm, and each has evidence of its own.
-  bool early() const { return pending_ > 0 && pending_ == pending_evidenced_; }
+  // to confirm, and each is settled.
+  bool early() const { return pending_ > 0 && pending_ == pending_settled_; }
 
  private:
   std::set<std::string> previous_, named_;
-  std::size_t pending_ = 0, pending_evidenced_ = 0;
+  std::size_t pending_ = 0, pending_settled_ = 0;
 };
 
 }  // namespace ibfabric::localize

@@ -521,10 +521,11 @@ TEST(Localizer, ConfirmerNamesWhatTwoEvaluationsHold) {
   EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());  // held once again, not twice
 }
 
-// A suspect with evidence of its own (its daemon stalls; counters at a cable's end) may be
-// confirmed half an interval after it was found; one without waits for a whole interval, and
-// a suspect already named stays named in the early evaluation.
-TEST(Localizer, ConfirmerNamesASuspectWithEvidenceEarly) {
+// A settled suspect (evidence of its own: its daemon stalls, counters at a cable's end; or a
+// cable whose lossy pairs are several hosts') may be confirmed half an interval after it was
+// found; one that is not waits for a whole interval, and a suspect already named stays named
+// in the early evaluation.
+TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   Scenario stall;
   stall.stalled = {"h4"};
   Fabric f(stall);
@@ -552,8 +553,22 @@ TEST(Localizer, ConfirmerNamesASuspectWithEvidenceEarly) {
   EXPECT_TRUE(without.confirm(h.e, localize(h.e), true).empty());  // waits, still held
   auto named_now = without.confirm(h.e, localize(h.e));
   ASSERT_EQ(named_now.size(), 1u);
-  EXPECT_FALSE(named_now.front().evidenced);
+  EXPECT_FALSE(named_now.front().settled);
   EXPECT_EQ(without.confirm(h.e, localize(h.e), true).size(), 1u);  // named: stays named
+
+  // A leaf uplink without counters whose lossy pairs are several hosts': no host's counters
+  // can move it, so it is settled.
+  Scenario spread;
+  spread.dropping = {{uplink(1, 1), 0.3}};
+  Fabric u(spread);
+  auto found = localize(u.e);
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(named(u.e, found.front().suspects.front()), cable("leaf-1", 3, "spine-1", 1));
+  EXPECT_TRUE(found.front().settled);
+  Confirmer uplinks;
+  EXPECT_TRUE(uplinks.confirm(u.e, found).empty());
+  EXPECT_TRUE(uplinks.early());
+  EXPECT_EQ(uplinks.confirm(u.e, localize(u.e), true).size(), 1u);
 }
 
 // What a verdict carries: the pairs it explains and the hosts whose paths cross it.
