@@ -143,15 +143,16 @@ void SmRun::query_subnet_sms(std::size_t i) {
   }
 }
 
-// The node name of the SM at `lid` (node-name-map, else NodeDescription, else node GUID):
-// NodeInfo for the node GUID, then NodeDescription. A failure costs only the name.
+// The node name of the SM at `lid` (node-name-map, else NodeDescription): NodeInfo for the
+// node GUID, then NodeDescription. A failure costs only the name: it stays as last read
+// (sm_name), and is not the GUID for a poll.
 void SmRun::query_name(std::size_t i, std::uint16_t lid) {
   auto dest = mad::Destination::to_lid(lid);
   ask(
       i, "node_info", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_INFO),
       [this, i, lid, dest](const mad::Response& r) {
         auto guid = r.get64(IB_NODE_GUID_F);
-        ports_[i].names[lid] = names_.name(guid, "");
+        if (const std::string* mapped = names_.find(guid)) ports_[i].names[lid] = *mapped;
         ask(
             i, "node_description", kPortInfoSize, mad::Request::smp_get(dest, IB_ATTR_NODE_DESC),
             [this, i, lid, guid](const mad::Response& d) {

@@ -57,15 +57,16 @@ class SmRunTest : public ::testing::Test {
     fabric_->master_sm_lid(kLidB);
   }
 
-  std::unique_ptr<SmCollector> collector(bool subnet = true) {
+  std::unique_ptr<SmCollector> collector(
+      bool subnet = true,
+      std::shared_ptr<const NodeNameMap> names = std::make_shared<const NodeNameMap>()) {
     mad::LocalPort port;
     port.ca = "mlx5_0";
     port.port = 1;
     port.node_guid = kHostA;
     port.link_layer = "InfiniBand";
     return std::make_unique<SmCollector>(
-        io_, [f = fabric_] { return f; }, std::vector<std::string>{}, subnet,
-        std::make_shared<const NodeNameMap>(),
+        io_, [f = fabric_] { return f; }, std::vector<std::string>{}, subnet, std::move(names),
         [port] { return std::vector<mad::LocalPort>{port}; });
   }
 
@@ -212,6 +213,48 @@ TEST_F(SmRunTest, WithoutTheSaTheSmsSeenBeforeAreAskedDirectly) {
   EXPECT_NE(r.error.find("the SA at lid 3 did not answer the SMInfoRecord table"),
             std::string::npos)
       << r.error;
+}
+
+// Each SM is counted in the state it answers: not_active and discovering too, and two masters
+// at once (a split subnet) as two.
+TEST_F(SmRunTest, EverySmIsCountedInItsState) {
+  auto c = collector();
+  auto count = [](const MetricFamilies& m, const char* state) {
+    return value(m, "ibfabric_sm_subnet_sms", with(kPort, "state", state)).value_or(-1);
+  };
+  for (int state : {0, 1}) {
+    fabric_->sm(kHostC).state = state;
+    auto m = run(*c);
+    EXPECT_EQ(count(m, state == 0 ? "not_active" : "discovering"), 1) << state;
+    EXPECT_EQ(count(m, "standby"), 0) << state;
+    EXPECT_EQ(count(m, "master"), 1) << state;
+  }
+  fabric_->sm(kHostC).state = 3;
+  auto m = run(*c);
+  EXPECT_EQ(count(m, "master"), 2);
+  EXPECT_EQ(test_support::info(m, "ibfabric_sm_subnet_sm_info",
+                               with(kPort, "guid", hex_guid(kStandbyGuid)))["state"],
+            "master");
+}
+
+// An SM's name: the node-name-map's before its NodeDescription; when its NodeDescription is
+// not answered, the name last read (a failure costs only the name, and not even that).
+TEST_F(SmRunTest, AnSmIsNamedByTheMapElseItsDescriptionElseAsLastSeen) {
+  auto mapped = collector(false, std::make_shared<const NodeNameMap>(NodeNameMap::parse(
+                                     hex_guid(kHostB) + " \"sm-primary\"\n", "map.txt")));
+  EXPECT_EQ(test_support::info(run(*mapped), "ibfabric_sm_master_info", kPort)["node_name"],
+            "sm-primary");
+
+  auto c = collector(false);
+  EXPECT_EQ(test_support::info(run(*c), "ibfabric_sm_master_info", kPort)["node_name"],
+            "host-b mlx5_0");
+  fabric_->lose(kHostB, 100, std::nullopt, FakeFabric::smp(IB_ATTR_NODE_DESC));
+  auto r = collect(*c);
+  EXPECT_EQ(test_support::info(r.metrics, "ibfabric_sm_master_info", kPort)["node_name"],
+            "host-b mlx5_0");
+  EXPECT_EQ(
+      value(r.metrics, "ibfabric_sm_query_errors_total", with(kPort, "query", "node_description")),
+      1);
 }
 
 // A port no SM has configured (MasterSMLID 0) has nobody to ask: not a failure.
