@@ -14,7 +14,7 @@
 //   fabric: [--peers 3] [--probes 60] [--hosts-per-leaf 40] [--leaves-per-pod 16] [--aggs 8]
 //           [--cores-per-agg 16] [--counter-probability 0.8]
 //   localizer options, to try other thresholds: [--min-gain 10] [--equal-fit 2] [--min-lost 4]
-//       [--min-lost-host 6]
+//       [--min-lost-host 6] [--settle-margin 12]
 
 #include "localize/localizer.h"
 #include "tests/unit/synthetic_fabric.h"
@@ -86,6 +86,7 @@ Args parse(int argc, char** argv) {
       {"--equal-fit", [&] { a.options.equal_fit = std::atof(value()); }},
       {"--min-lost", [&] { a.options.min_lost = std::atof(value()); }},
       {"--min-lost-host", [&] { a.options.min_lost_host = std::atof(value()); }},
+      {"--settle-margin", [&] { a.options.settle_margin = std::atof(value()); }},
       {"--time-hosts",
        [&] {
          a.time_hosts.clear();
@@ -158,6 +159,7 @@ void print_fabric(const FatTree& tree, const std::vector<Pair>& pairs, const Set
 struct Row {
   std::uint32_t faults = 0, unobservable = 0, unobservable_named = 0, distinguishable = 0;
   std::uint32_t distinguishable_named = 0, alone = 0, in_set = 0, missed = 0, lookalike = 0;
+  std::uint32_t settled = 0;
 };
 
 std::string row_name(const FatTree& tree, const Fault& f) {
@@ -180,6 +182,7 @@ int run_scenarios(const Args& a) {
   std::map<std::string, Row> rows;
   std::vector<double> times;
   std::uint32_t bystanders = 0, scenarios_with_bystanders = 0, lookalikes = 0;
+  std::uint32_t settled_bystanders = 0;
   const std::uint32_t first = a.only.value_or(0), last = a.only ? *a.only + 1 : a.scenarios;
   for (std::uint32_t i = first; i < last; ++i) {
     const Scenario s = make_scenario(tree, pairs, a.settings, a.seed, i);
@@ -189,6 +192,7 @@ int run_scenarios(const Args& a) {
     const ScenarioScore sc = score(tree, s, index, verdicts, options);
 
     bystanders += static_cast<std::uint32_t>(sc.bystanders.size());
+    settled_bystanders += sc.settled_bystanders;
     scenarios_with_bystanders += sc.bystanders.empty() ? 0 : 1;
     lookalikes += sc.lookalikes;
     bool problem = !sc.bystanders.empty();
@@ -206,6 +210,7 @@ int run_scenarios(const Args& a) {
       r.alone += fs.outcome == Outcome::alone ? 1 : 0;
       r.in_set += fs.outcome == Outcome::in_set ? 1 : 0;
       r.missed += fs.outcome == Outcome::missed ? 1 : 0;
+      r.settled += fs.outcome != Outcome::missed && fs.settled ? 1 : 0;
       r.lookalike += fs.outcome == Outcome::missed && fs.lookalike_named ? 1 : 0;
       problem = problem || fs.outcome == Outcome::missed;
     }
@@ -261,6 +266,7 @@ int run_scenarios(const Args& a) {
     total.in_set += r.in_set;
     total.missed += r.missed;
     total.lookalike += r.lookalike;
+    total.settled += r.settled;
   }
   std::printf("%-29s %6u %8u %8u %6u %8u %6u %10u\n", "total", total.faults, total.unobservable,
               total.distinguishable, total.alone, total.in_set, total.missed, total.lookalike);
@@ -271,12 +277,15 @@ int run_scenarios(const Args& a) {
       "\nculprits the probes can see: %u: named alone %u, in an equally-suspect set %u, "
       "missed %u (of which a look-alike named instead: %u)\n",
       observable, total.alone, total.in_set, total.missed, total.lookalike);
+  std::printf("named in a settled verdict (confirmed half an interval after found): %u of %u\n",
+              total.settled, total.alone + total.in_set);
   std::printf("distinguishable culprits named: %u of %u (%.1f %%; target >= 95 %%)\n",
               total.distinguishable_named, total.distinguishable, share);
   std::printf("not observable: %u (named anyway: %u)\n", total.unobservable,
               total.unobservable_named);
-  std::printf("bystanders: %u in %u scenarios (target 0); look-alikes named: %u\n", bystanders,
-              scenarios_with_bystanders, lookalikes);
+  std::printf(
+      "bystanders: %u in %u scenarios (target 0), %u of them settled; look-alikes named: %u\n",
+      bystanders, scenarios_with_bystanders, settled_bystanders, lookalikes);
   std::printf("localize(): median %.3f s, max %.3f s a scenario\n", median(times),
               *std::max_element(times.begin(), times.end()));
   return bystanders == 0 && share >= 95.0 ? 0 : 1;

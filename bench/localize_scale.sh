@@ -16,7 +16,7 @@ fi
 first=$1 last=$2
 shift 2
 binary=${LOCALIZE_SCALE:-build/bench/localize_scale}
-alone=0 in_set=0 missed=0 named=0 distinguishable=0 bystanders=0 with_bystanders=0
+alone=0 in_set=0 missed=0 named=0 distinguishable=0 bystanders=0 with_bystanders=0 settled=0 early=0
 seeds_with_bystanders=()
 for seed in $(seq "$first" "$last"); do
   # Exit status 1 means a target was missed in this seed: the totals say which.
@@ -24,6 +24,9 @@ for seed in $(seq "$first" "$last"); do
   counts=$(sed -n 's/^culprits the probes can see: [0-9]*: named alone \([0-9]*\), in an equally-suspect set \([0-9]*\), missed \([0-9]*\).*/\1 \2 \3/p' <<<"$out")
   named_of=$(sed -n 's/^distinguishable culprits named: \([0-9]*\) of \([0-9]*\).*/\1 \2/p' <<<"$out")
   by=$(sed -n 's/^bystanders: \([0-9]*\) in \([0-9]*\) scenarios.*/\1 \2/p' <<<"$out")
+  # (a binary older than the count of settled ones prints none: 0)
+  w=$(sed -n 's/^named in a settled verdict[^:]*: \([0-9]*\) of.*/\1/p' <<<"$out")
+  z=$(sed -n 's/^bystanders: .*, \([0-9]*\) of them settled.*/\1/p' <<<"$out")
   if [[ -z "$counts" || -z "$named_of" || -z "$by" ]]; then
     echo "localize_scale --seed $seed printed no totals:" >&2
     tail -5 <<<"$out" >&2
@@ -34,9 +37,10 @@ for seed in $(seq "$first" "$last"); do
   read -r x y <<<"$by"
   alone=$((alone + a)) in_set=$((in_set + b)) missed=$((missed + c))
   named=$((named + n)) distinguishable=$((distinguishable + d))
-  bystanders=$((bystanders + x)) with_bystanders=$((with_bystanders + y))
+  bystanders=$((bystanders + x)) with_bystanders=$((with_bystanders + y)) settled=$((settled + ${z:-0})) early=$((early + ${w:-0}))
   ((x == 0)) || seeds_with_bystanders+=("$seed")
 done
 echo "seeds $first-$last $*: culprits named alone $alone, in a set $in_set, missed $missed;" \
   "distinguishable named $named of $distinguishable; bystanders $bystanders in" \
-  "$with_bystanders scenarios${seeds_with_bystanders:+ (seeds ${seeds_with_bystanders[*]})}"
+  "$with_bystanders scenarios${seeds_with_bystanders:+ (seeds ${seeds_with_bystanders[*]})}," \
+  "$settled of them in settled verdicts; culprits named in a settled verdict $early"

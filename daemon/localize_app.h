@@ -6,6 +6,7 @@
 // io_context; reading and attribution on an io_context of their own, so a large result or a slow
 // store never holds a scrape.
 
+#include "localize/confirmer.h"
 #include "localize/localizer.h"
 #include "query/evidence_reader.h"
 

@@ -1,14 +1,17 @@
 #include "localize/localizer.h"
 
+#include "localize/likelihood.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <iterator>
-#include <limits>
 #include <map>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 // The method (docs/design.md, "Who is to blame"), in the order it runs:
 //  1. Candidates: every cable direction a traced pair crosses, and every host as a whole, as
@@ -54,57 +57,6 @@ constexpr double kBackground = 1e-4;
 
 // Candidate ids: cable directions first (LinkId), then 3 per host.
 enum HostRole : std::uint32_t { kWhole = 0, kResponder = 1, kProber = 2 };
-
-// log-likelihood of `lost` of `sent` at rate r (the binomial's, without its constant).
-double loglik(double lost, double sent, double r) {
-  r = std::clamp(r, 1e-9, 1 - 1e-9);
-  return lost * std::log(r) + (sent - lost) * std::log1p(-r);
-}
-
-// Deviance of `lost` of `sent` from an expected `e` where it lost more (0 otherwise).
-double excess_deviance(double lost, double sent, double e) {
-  if (lost <= e || sent <= 0) return 0;
-  auto term = [](double x, double m) { return x > 0 ? x * std::log(x / std::max(m, 1e-12)) : 0.0; };
-  return 2 * (term(lost, e) + term(sent - lost, sent - e));
-}
-
-// Upper quantile of the chi-square distribution with k degrees of freedom at z standard
-// deviations (Wilson-Hilferty).
-double chi2_quantile(double k, double z) {
-  double a = 2 / (9 * k);
-  double c = 1 - a + z * std::sqrt(a);
-  return k * c * c * c;
-}
-
-// z of a one-sided tail probability p (Acklam's rational approximation is more than enough
-// for thresholds).
-double z_of(double p) {
-  // Abramowitz-Stegun 26.2.23.
-  double t = std::sqrt(-2 * std::log(p));
-  return t - (2.515517 + 0.802853 * t + 0.010328 * t * t) /
-                 (1 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t);
-}
-
-// log P(X <= k) for X ~ Binomial(n, r): the exact lower tail, summed down from k (the terms
-// fall off fast below the mean, and k is at most the mean where it is asked).
-double log_binomial_le(double k, double n, double r) {
-  k = std::floor(k);
-  n = std::round(n);
-  if (k >= n || r <= 0) return 0;
-  if (k < 0) return -std::numeric_limits<double>::infinity();
-  r = std::min(r, 1 - 1e-12);
-  auto log_term = [&](double j) {
-    return std::lgamma(n + 1) - std::lgamma(j + 1) - std::lgamma(n - j + 1) + j * std::log(r) +
-           (n - j) * std::log1p(-r);
-  };
-  double top = log_term(k), sum = 1, term = 1;
-  for (double j = k; j >= 1; --j) {
-    term *= (j / (n - j + 1)) * ((1 - r) / r);  // P(j - 1) / P(j)
-    sum += term;
-    if (term < 1e-12 * sum) break;
-  }
-  return top + std::log(sum);
-}
 
 struct Csr {
   std::vector<std::uint32_t> start;  // size n + 1
@@ -455,11 +407,13 @@ class Run {
       for (const Fit* f : kept) members.push_back(f->c);
       std::sort(members.begin(), members.end());
       const auto lossy_pairs = lossy_set(culprit->c, culprit->s.rate);
+      const bool settled =
+          any_evidence || (is_link(culprit->c) && decisive(culprit->c, lossy_pairs));
       named_rate_[culprit->c] = culprit->s.rate;
       for (const Fit* f : group) spent_.insert(f->c);
       residuals();
       refit();
-      emit_loss(out, members, culprit->c, any_evidence, lossy_pairs);
+      emit_loss(out, members, culprit->c, any_evidence, settled, lossy_pairs);
       residuals();
     }
     prune(out);
@@ -542,18 +496,39 @@ class Run {
     return others <= 1 ? lost - others : 0;
   }
 
-  // Whether one host is in every one of `pairs`.
-  bool share_a_host(const std::vector<std::uint32_t>& pairs) const {
-    if (pairs.empty()) return false;
-    const Pair& first = e_.pairs[pairs.front()];
-    for (HostId h : {first.prober, first.peer}) {
-      if (std::all_of(pairs.begin(), pairs.end(), [&](std::uint32_t p) {
-            return e_.pairs[p].prober == h || e_.pairs[p].peer == h;
-          })) {
-        return true;
-      }
+  // Its fit over all its pairs at their pooled rate (none left out as in excess): the
+  // log-likelihood ratio of it dropping at that rate against nothing, beside the culprits named.
+  double fit_all(std::uint32_t c) const {
+    double sent = 0, lost = 0;
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      sent += res_sent_[*p];
+      lost += res_lost_[*p];
     }
-    return false;
+    const double rate = sent > 0 ? lost / sent : 0;
+    double fit = 0;
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
+      const Pair& pair = e_.pairs[*p];
+      const double through = kept_[*p] * (1 - background_);
+      fit += loglik(pair.lost, pair.sent, 1 - through * (1 - rate)) -
+             loglik(pair.lost, pair.sent, 1 - through);
+    }
+    return fit;
+  }
+
+  // Whether every other component its lossy pairs cross fits worse by settle_margin: what
+  // could still take its place (a look-alike whose counters arrive, its host's cable once the
+  // pairs only that carries start to lose) is already ruled out by the probes.
+  bool decisive(std::uint32_t c, const std::vector<std::uint32_t>& lossy_pairs) const {
+    const double bar = fit_all(c) - o_.settle_margin;
+    std::unordered_set<std::uint32_t> asked = {c};
+    bool ruled_out = true;
+    for (std::uint32_t p : lossy_pairs) {
+      for_candidates(p, [&](std::uint32_t other) {
+        if (ruled_out && asked.insert(other).second && fit_all(other) > bar) ruled_out = false;
+      });
+      if (!ruled_out) return false;
+    }
+    return true;
   }
 
   bool own_evidence(std::uint32_t c) const {
@@ -563,7 +538,7 @@ class Run {
   // One verdict: `kept` the suspects (candidate ids, sorted: cable directions first),
   // `primary` the one that stands for the fault.
   void emit_loss(std::vector<Verdict>& out, const std::vector<std::uint32_t>& kept,
-                 std::uint32_t primary, bool any_evidence,
+                 std::uint32_t primary, bool any_evidence, bool settled,
                  const std::vector<std::uint32_t>& lossy_pairs) {
     Verdict v;
     v.cause = "loss";
@@ -640,7 +615,7 @@ class Run {
           "its pairs lose and no clean pair crosses it; the probes cannot tell it from the "
           "others named, which carry the same pairs";
     }
-    v.settled = any_evidence || (is_link(primary) && !share_a_host(lossy_pairs));
+    v.settled = settled;
     loss_culprits_.push_back(primary);
     out.push_back(std::move(v));
   }
@@ -850,52 +825,6 @@ class Run {
 
 std::vector<Verdict> localize(const Evidence& evidence, const Options& options) {
   return Run(evidence, options).run();
-}
-
-std::string verdict_key(const Evidence& evidence, const Suspect& suspect) {
-  switch (suspect.kind) {
-    case Kind::cable: {
-      const Cable& c = evidence.cables[suspect.cable];
-      return "cable " + std::to_string(c.a.guid) + ":" + std::to_string(c.a.port) + " " +
-             std::to_string(c.b.guid) + ":" + std::to_string(c.b.port);
-    }
-    case Kind::congestion: {
-      const Cable& c = evidence.cables[suspect.cable];
-      const PortRef& p = suspect.a_to_b ? c.a : c.b;
-      return "congestion " + std::to_string(p.guid) + ":" + std::to_string(p.port);
-    }
-    default:
-      return "host " + std::to_string(evidence.hosts[suspect.host].guid);
-  }
-}
-
-std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
-                                        bool early) {
-  std::set<std::string> now, named;
-  std::vector<Verdict> out;
-  pending_ = pending_settled_ = 0;
-  for (auto& v : verdicts) {
-    // Held when any of its suspects was (a set whose culprit changed order is the same fault).
-    bool held = false, was_named = false;
-    std::vector<std::string> keys;
-    for (const auto& s : v.suspects) {
-      auto key = verdict_key(evidence, s) + " " + v.cause;
-      held = held || previous_.count(key) > 0;
-      was_named = was_named || named_.count(key) > 0;
-      keys.push_back(key);
-    }
-    now.insert(keys.begin(), keys.end());
-    if (held && (!early || was_named || v.settled)) {
-      named.insert(keys.begin(), keys.end());
-      out.push_back(std::move(v));
-      continue;
-    }
-    ++pending_;
-    if (v.settled) ++pending_settled_;
-  }
-  previous_ = std::move(now);
-  named_ = std::move(named);
-  return out;
 }
 
 }  // namespace ibfabric::localize

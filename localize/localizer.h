@@ -5,7 +5,6 @@
 #include "localize/evidence.h"
 
 #include <cstdint>
-#include <set>
 #include <string>
 #include <vector>
 
@@ -44,9 +43,9 @@ struct Verdict {
   std::string why;                      // one sentence: why this and not the others
   // Nothing still to come is expected to change it: its culprit has evidence of its own beside
   // the probes (errors or discards counted at a cable's ends, its daemon's trouble, a sending
-  // port that waits), or it is a cable whose lossy pairs are more than one host's (the
-  // counters still to come, a host's, only ever decide between a host's cable and what its
-  // pairs cross).
+  // port that waits), or it is a cable that every other component its lossy pairs cross fits
+  // worse by Options::settle_margin (the counters still to come, which move a look-alike by
+  // equal_fit + evidence_weight, cannot put another in its place).
   bool settled = false;
 };
 
@@ -75,6 +74,12 @@ struct Options {
   // the same pairs or more is as suspect as a best without within this much more: about the
   // log of how much likelier a fault makes that evidence than chance does.
   double evidence_weight = 4.0;
+  // A cable without evidence of its own is settled (Verdict::settled) when every other
+  // component its lossy pairs cross fits worse by this much (log-likelihood ratio at each one's
+  // pooled rate): counters still to come move a look-alike by equal_fit + evidence_weight, and
+  // chance leaves the pairs that tell a fault from its neighbours this much cleaner about once
+  // in e^12 (160,000).
+  double settle_margin = 12;
   // Late: a host late in at least this many pairs, this many late probes, this share of its
   // probes, and this many times as often as the pairs it is no part of.
   double min_late_pairs = 2;
@@ -87,28 +92,5 @@ struct Options {
 
 // One evaluation.
 std::vector<Verdict> localize(const Evidence& evidence, const Options& options = {});
-
-// A verdict's culprits as one stable key (for naming only what two evaluations agree on).
-std::string verdict_key(const Evidence& evidence, const Suspect& suspect);
-
-// Names a suspect only once two evaluations in a row hold it (a verdict of one evaluation, in
-// the middle of a change, names nobody).
-class Confirmer {
- public:
-  // The verdicts of `verdicts` whose culprit the previous call also had. `early`: this call
-  // comes half an interval after the last (early() said so): a suspect not named yet is named
-  // now only when settled; one that is not waits for the next call, a whole interval after it
-  // was found, so that the counters that would decide between a cable and its host have
-  // reached the store.
-  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
-                               bool early = false);
-  // Whether the next evaluation may come half an interval later: the last call left suspects
-  // to confirm, and each is settled.
-  bool early() const { return pending_ > 0 && pending_ == pending_settled_; }
-
- private:
-  std::set<std::string> previous_, named_;
-  std::size_t pending_ = 0, pending_settled_ = 0;
-};
 
 }  // namespace ibfabric::localize

@@ -142,6 +142,34 @@ TEST(LocalizeRandom, ScenariosThatFoundFaults) {
   }
 }
 
+// Before the counters arrive (none drawn), a settled verdict, confirmed half an interval after
+// it was found, names no bystander: scenarios in which a rule once settled a host cable's loss
+// as the aggregation-core path its pairs and one pair of another fault share (replay with
+// `localize_scale --hosts 1024 --counter-probability 0 --seed S --only I --verbose`).
+TEST(LocalizeRandom, SettledVerdictsNameNoBystanderBeforeTheCounters) {
+  Shape shape;
+  shape.hosts = 1024;
+  const FatTree tree(shape);
+  const Options options;
+  Settings settings;
+  settings.counter_probability = 0;
+  std::size_t settled = 0;
+  for (auto [seed, index] : {std::pair{23u, 86u}, {55u, 68u}, {56u, 68u}}) {
+    const std::vector<Pair> pairs = make_pairs(tree, settings, seed);
+    const PairIndex index_of(tree, pairs);
+    const Scenario s = make_scenario(tree, pairs, settings, seed, index);
+    const std::vector<Verdict> verdicts = localize(s.evidence, options);
+    const ScenarioScore sc = score(tree, s, index_of, verdicts, options);
+    EXPECT_EQ(sc.settled_bystanders, 0u) << "--seed " << seed << " --only " << index;
+    const auto n = static_cast<std::size_t>(std::count_if(
+        verdicts.begin(), verdicts.end(), [](const Verdict& v) { return v.settled; }));
+    std::printf("--seed %u --only %u: %zu verdicts, %zu settled\n", seed, index, verdicts.size(),
+                n);
+    settled += n;
+  }
+  EXPECT_GT(settled, 0u);  // the scenarios still settle what they can (2 when written)
+}
+
 // The same seed gives the same window (every scenario of the benchmark replays from its seed).
 TEST(LocalizeRandom, ScenarioReplaysFromItsSeed) {
   const FatTree tree(small_shape());

@@ -9,6 +9,7 @@
 // every 10 s, a pair whose probe or answer crosses a dropping cable direction losing its share.
 
 #include "localize/localizer.h"
+#include "localize/confirmer.h"
 
 #include <gtest/gtest.h>
 
@@ -522,9 +523,9 @@ TEST(Localizer, ConfirmerNamesWhatTwoEvaluationsHold) {
 }
 
 // A settled suspect (evidence of its own: its daemon stalls, counters at a cable's end; or a
-// cable whose lossy pairs are several hosts') may be confirmed half an interval after it was
-// found; one that is not waits for a whole interval, and a suspect already named stays named
-// in the early evaluation.
+// cable every other component its lossy pairs cross fits far worse) may be confirmed half an
+// interval after it was found; one that is not waits for a whole interval, and a suspect
+// already named stays named in the early evaluation.
 TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   Scenario stall;
   stall.stalled = {"h4"};
@@ -544,8 +545,10 @@ TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   EXPECT_TRUE(with_counters.early());
   EXPECT_EQ(with_counters.confirm(g.e, localize(g.e), true).size(), 1u);
 
+  // A host's cable without counters is one verdict with the host: the counters still to come
+  // decide between them, so it waits.
   Scenario uncounted;
-  uncounted.dropping = {{downlink(1, 2), 0.3}};
+  uncounted.dropping = {{into_host("h3"), 0.3}};
   Fabric h(uncounted);
   Confirmer without;
   EXPECT_TRUE(without.confirm(h.e, localize(h.e)).empty());
@@ -556,8 +559,22 @@ TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   EXPECT_FALSE(named_now.front().settled);
   EXPECT_EQ(without.confirm(h.e, localize(h.e), true).size(), 1u);  // named: stays named
 
-  // A leaf uplink without counters whose lossy pairs are several hosts': no host's counters
-  // can move it, so it is settled.
+  // The downlink into h3's leaf without counters: its lossy pairs are h3's cross-leaf ones,
+  // which h3's own cable carries too. At 30 % the clean pair h3 has on its own leaf already
+  // rules that cable out (by far more than its counters could move it): settled. At 1 % it
+  // does not yet: it waits.
+  for (double rate : {0.3, 0.01}) {
+    Scenario down;
+    down.dropping = {{downlink(1, 2), rate}};
+    Fabric d(down);
+    auto found = localize(d.e);
+    ASSERT_EQ(found.size(), 1u) << rate;
+    EXPECT_EQ(named(d.e, found.front().suspects.front()), cable("leaf-2", 3, "spine-1", 2));
+    EXPECT_EQ(found.front().suspects.size(), 1u) << rate;
+    EXPECT_EQ(found.front().settled, rate > 0.1) << rate;
+  }
+
+  // A leaf uplink without counters whose lossy pairs are several hosts': settled.
   Scenario spread;
   spread.dropping = {{uplink(1, 1), 0.3}};
   Fabric u(spread);

@@ -3,9 +3,10 @@
 // counters each test sets. What is checked is what docs/collectors.md, "Collector `ports`",
 // documents: both sides' PortInfo and counters (PortCounters or PortCountersExtended by the
 // PMA's capability mask, the saturation of 32-bit values, the error details), a side whose
-// queries are lost (keep_unread), and the far end named after its link went down
-// (link_memory). The simulator tests (tests/integration/test_ports.py, test_lossy_fabric.py)
-// stay the end-to-end truth.
+// queries are lost (keep_unread; the local PortInfo alone, the far end's NodeDescription), the
+// far end named after its link went down (link_memory) or replaced when re-cabled, a host at
+// the far end, `peers: false`, and a node with no InfiniBand port. The simulator tests
+// (tests/integration/test_ports.py, test_lossy_fabric.py) stay the end-to-end truth.
 //
 // No clock is injected (the code has none at its edge): keep_unread and link_memory are set to
 // an hour (not within the test) or to 1 ns (always past by the next run).
@@ -50,10 +51,12 @@ class PortsRunTest : public ::testing::Test {
   }
 
   std::unique_ptr<PortsCollector> collector(PortsConfig config = {}) {
-    auto port = test_support::ib_port(kHostA);
+    return collector(config, {test_support::ib_port(kHostA)});
+  }
+  std::unique_ptr<PortsCollector> collector(PortsConfig config, std::vector<mad::LocalPort> ports) {
     return std::make_unique<PortsCollector>(
         io_, [f = fabric_] { return f; }, config, std::make_shared<const NodeNameMap>(),
-        [port] { return std::vector<mad::LocalPort>{port}; });
+        [ports] { return ports; });
   }
 
   CollectResult collect(Collector& c) { return test_support::collect_on(io_, c); }
@@ -297,6 +300,126 @@ TEST_F(PortsRunTest, NoAnswerAtAllFailsTheRun) {
   EXPECT_EQ(value(r.metrics, "ibfabric_ports_query_errors_total",
                   with(side("local"), "attribute", "port_info")),
             1);
+}
+
+// No InfiniBand port (a RoCE-only or IB-less node): nothing to collect, and no failure.
+TEST_F(PortsRunTest, NoInfinibandPortIsNothingToCollectNotAFailure) {
+  auto c = collector({}, {});
+  auto r = collect(*c);
+  EXPECT_TRUE(r.success) << r.error;
+  EXPECT_TRUE(samples(r.metrics, "ibfabric_ports_state").empty());
+  EXPECT_TRUE(fabric_->requests().empty());
+}
+
+// peers: false: the local port only; the far end is neither asked nor named.
+TEST_F(PortsRunTest, WithoutPeersOnlyTheLocalPortIsAsked) {
+  PortsConfig config;
+  config.peers = false;
+  auto c = collector(config);
+  auto m = run(*c);
+  EXPECT_EQ(value(m, "ibfabric_ports_state", side("local")), 4);
+  EXPECT_FALSE(value(m, "ibfabric_ports_state", side("peer")));
+  EXPECT_TRUE(samples(m, "ibfabric_ports_peer_info").empty());
+  ASSERT_FALSE(fabric_->asked.empty());
+  for (const auto& a : fabric_->asked) {
+    EXPECT_EQ(a.node, kHostA) << "attribute 0x" << std::hex << a.attr_id << " asked of a peer";
+  }
+  EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS, kHostA), 1u);
+}
+
+// The local PortInfo lost in one run: the port is read as it was last read (within
+// keep_unread): its counters and its peer are still asked, the run does not fail, and the
+// PortInfo's values carry their age. Past keep_unread nothing goes on from it.
+TEST_F(PortsRunTest, ALostLocalPortInfoGoesOnAsLastRead) {
+  const auto local_port_info = FakeFabric::smp(IB_ATTR_PORT_INFO);
+  for (auto keep : {std::chrono::nanoseconds(1h), std::chrono::nanoseconds(1ns)}) {
+    SCOPED_TRACE(keep == 1ns ? "keep_unread 1ns" : "keep_unread 1h");
+    fabric_->lose(kHostA, 0, 1, local_port_info);
+    PortsConfig config;
+    config.keep_unread = keep;
+    auto c = collector(config);
+    run(*c);
+    fabric_->lose(kHostA, 100, 1, local_port_info);
+    const auto counters = fabric_->count_asked(IB_GSI_PORT_COUNTERS, kHostA);
+    const auto peer = fabric_->count_asked(IB_ATTR_NODE_INFO, kLeaf);
+    auto r = collect(*c);
+    EXPECT_TRUE(r.success) << r.error;  // other answers came: a lossy fabric, not a failed source
+    EXPECT_EQ(value(r.metrics, "ibfabric_ports_query_errors_total",
+                    with(side("local"), "attribute", "port_info")),
+              1);
+    if (keep == 1ns) {
+      EXPECT_FALSE(value(r.metrics, "ibfabric_ports_state", side("local")));
+      EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS, kHostA), counters);
+      EXPECT_EQ(fabric_->count_asked(IB_ATTR_NODE_INFO, kLeaf), peer);
+      continue;
+    }
+    EXPECT_EQ(value(r.metrics, "ibfabric_ports_state", side("local")), 4);
+    EXPECT_EQ(value(r.metrics, "ibfabric_ports_lid", side("local")), kLidA);
+    EXPECT_TRUE(value(r.metrics, "ibfabric_ports_stale_seconds", side("local")));
+    EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS, kHostA), counters + 1);
+    EXPECT_EQ(fabric_->count_asked(IB_ATTR_NODE_INFO, kLeaf), peer + 1);
+    EXPECT_EQ(value(r.metrics, "ibfabric_ports_state", side("peer")), 4);
+    EXPECT_EQ(samples(r.metrics, "ibfabric_ports_peer_info").size(), 1u);
+  }
+}
+
+// A host cabled straight to another host (no switch): the peer's PMA is asked at the LID of
+// the peer's own port, and no switch port 0 is asked.
+TEST_F(PortsRunTest, AHostAtTheFarEndIsAskedAtItsOwnPortsLid) {
+  constexpr std::uint64_t kHostB = 0x0002c90300000b00ull;
+  constexpr std::uint16_t kLidB = 3;
+  fabric_->add({kHostB, IB_NODE_CA, 1, "host-b mlx5_0", kLidB});
+  fabric_->unplug(kHostA, 1);
+  fabric_->cable(kHostA, 1, kHostB, 1);
+  fabric_->pma_counter(kHostB, 1, IB_GSI_PORT_COUNTERS, IB_PC_ERR_SYM_F, 7);
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(value(m, "ibfabric_ports_lid", side("peer")), kLidB);
+  EXPECT_EQ(value(m, "ibfabric_ports_symbol_errors_total", side("peer")), 7);
+  EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS, kHostB), 1u);
+  EXPECT_EQ(fabric_->count_asked(IB_GSI_PORT_COUNTERS, kLeaf), 0u);
+  auto peer = test_support::info(m, "ibfabric_ports_peer_info", {{"device", "mlx5_0"}});
+  EXPECT_EQ(peer["peer_node_type"], "CA");
+  EXPECT_EQ(peer["peer_node_guid"], hex_guid(kHostB));
+  EXPECT_EQ(peer["peer_port"], "1");
+  for (const auto& sent : fabric_->requests()) {
+    EXPECT_FALSE(sent.attribute == IB_ATTR_PORT_INFO && sent.port == 0)
+        << "a port 0 PortInfo was asked of " << sent.destination;
+  }
+}
+
+// Re-cabled to another switch: the new far end is named at once, the old one not beside it.
+TEST_F(PortsRunTest, ANewFarEndReplacesTheOld) {
+  constexpr std::uint64_t kLeaf2 = 0x0002c90200400002ull;
+  fabric_->add({kLeaf2, IB_NODE_SWITCH, 8, "leaf-02", 4});
+  auto c = collector();
+  run(*c);
+  fabric_->unplug(kHostA, 1);
+  fabric_->cable(kHostA, 1, kLeaf2, 3);
+  auto m = run(*c);
+  auto peers = samples(m, "ibfabric_ports_peer_info");
+  ASSERT_EQ(peers.size(), 1u);
+  auto peer = test_support::label_map(*peers[0]);
+  EXPECT_EQ(peer["peer_node_guid"], hex_guid(kLeaf2));
+  EXPECT_EQ(peer["peer_port"], "3");
+  EXPECT_EQ(peer["peer_node_name"], "leaf-02");
+  EXPECT_EQ(value(m, "ibfabric_ports_lid", side("peer")), 4);
+}
+
+// The far end's NodeDescription lost: the name last read of the same node stays (a lost MAD
+// must not rename the far end and change its series' labels).
+TEST_F(PortsRunTest, ALostNodeDescriptionOfTheFarEndKeepsItsName) {
+  auto c = collector();
+  run(*c);
+  fabric_->lose(kLeaf, 100, std::nullopt, FakeFabric::smp(IB_ATTR_NODE_DESC));
+  auto m = run(*c);
+  EXPECT_EQ(value(m, "ibfabric_ports_query_errors_total",
+                  with(side("peer"), "attribute", "node_description")),
+            1);
+  auto peer = test_support::info(m, "ibfabric_ports_peer_info", {{"device", "mlx5_0"}});
+  EXPECT_EQ(peer["peer_node_description"], "leaf-01");
+  EXPECT_EQ(peer["peer_node_name"], "leaf-01");
+  EXPECT_EQ(peer["peer_port"], std::to_string(kLeafPort));
 }
 
 }  // namespace

@@ -649,11 +649,15 @@ struct FaultScore {
   bool distinguishable = false;
   Outcome outcome = Outcome::missed;
   bool lookalike_named = false;  // missed, but something indistinguishable was named
+  bool settled = false;          // named by a settled verdict (Verdict::settled)
 };
 
 struct ScenarioScore {
   std::vector<FaultScore> faults;
   std::vector<std::string> bystanders;
+  // Of them, in a settled verdict (Verdict::settled): named half an interval after it was found,
+  // before what is still to come (counters, more probes) could have cleared it.
+  std::uint32_t settled_bystanders = 0;
   std::uint32_t lookalikes = 0;  // named components indistinguishable from a fault
   bool clean() const {
     if (!bystanders.empty()) return false;
@@ -741,7 +745,8 @@ inline ScenarioScore score(const FatTree& tree, const Scenario& s, const PairInd
         } else {
           out.bystanders.push_back(describe(tree, c) + " (verdict " + std::to_string(v) + ", " +
                                    verdict.cause + ", " + std::to_string(verdict.suspects.size()) +
-                                   " suspect(s))");
+                                   " suspect(s)" + (verdict.settled ? ", settled" : "") + ")");
+          out.settled_bystanders += verdict.settled ? 1 : 0;
         }
       }
       if (!any_match) continue;
@@ -749,6 +754,7 @@ inline ScenarioScore score(const FatTree& tree, const Scenario& s, const PairInd
         bool hit = false;
         for (Component c : components_of(suspect)) hit = hit || matches(c, s.faults[i]);
         if (!hit) continue;
+        out.faults[i].settled = out.faults[i].settled || verdict.settled;
         const Outcome o = verdict.suspects.size() == 1 ? Outcome::alone : Outcome::in_set;
         if (out.faults[i].outcome == Outcome::missed || o == Outcome::alone) {
           out.faults[i].outcome = o;
