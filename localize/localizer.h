@@ -77,8 +77,8 @@ struct Options {
   // A cable without evidence of its own is settled (Verdict::settled) when every other
   // component its lossy pairs cross fits worse by this much (log-likelihood ratio at each one's
   // pooled rate): counters still to come move a look-alike by equal_fit + evidence_weight, and
-  // chance leaves the pairs that tell a fault from its neighbours this much cleaner about once
-  // in e^12 (160,000).
+  // between two fixed rates a likelihood ratio of e^12 against the true one comes by chance at
+  // most once in 160,000 (the fitted rates make it a little likelier).
   double settle_margin = 12;
   // Late: a host late in at least this many pairs, this many late probes, this share of its
   // probes, and this many times as often as the pairs it is no part of.

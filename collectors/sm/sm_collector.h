@@ -22,21 +22,26 @@ namespace ibfabric::sm {
 // docs/configuration.md, "Collector `sm`" (tests/unit/config_keys_test.cpp ties the two).
 CollectorSpec spec();
 
+struct SmConfig {
+  std::vector<std::string> devices;  // only these CAs; empty: every one
+  bool subnet = true;                // also every SM of the subnet (the SA's SMInfoRecord table)
+};
+
 // Keeps what lives across runs (SmState) and builds an SmRun per collection.
 class SmCollector final : public Collector {
  public:
-  // `lister` lists the local ports, off the loop (default: libibumad's, of `devices`), within
-  // `listing_deadline`.
+  // `lister` lists the local ports, off the loop (default: libibumad's, of config.devices),
+  // within `listing_deadline`.
   SmCollector(boost::asio::io_context& io, std::function<std::shared_ptr<mad::Engine>()> mad_engine,
-              std::vector<std::string> devices, bool subnet,
-              std::shared_ptr<const NodeNameMap> names, mad::PortListing::Lister lister = {},
+              SmConfig config, std::shared_ptr<const NodeNameMap> names,
+              mad::PortListing::Lister lister = {},
               std::chrono::nanoseconds listing_deadline = mad::PortListing::kDefaultDeadline);
   void collect(Done done) override;
   bool prepare_mad() override { return true; }
 
  private:
   mad::ClientHandle mad_;
-  bool subnet_;
+  SmConfig config_;
   std::shared_ptr<const NodeNameMap> names_;
   mad::PortListing listing_;
   SmState state_;

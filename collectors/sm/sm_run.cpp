@@ -1,5 +1,6 @@
 #include "collectors/sm/sm_run.h"
 
+#include "collectors/sm/sm_collector.h"
 #include "mad/attributes.h"
 
 #include <spdlog/fmt/fmt.h>
@@ -24,9 +25,9 @@ std::string describe(const mad::Response& r) {
 
 }  // namespace
 
-SmRun::SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmState& state,
-             Collector::Done done, std::vector<mad::LocalPort> ports)
-    : FanOut(mad), subnet_(subnet), names_(names), s_(state), done_(std::move(done)) {
+SmRun::SmRun(mad::ClientHandle& mad, const SmConfig& config, const NodeNameMap& names,
+             SmState& state, Collector::Done done, std::vector<mad::LocalPort> ports)
+    : FanOut(mad), config_(config), names_(names), s_(state), done_(std::move(done)) {
   for (auto& lp : ports) {
     ports_.emplace_back();
     ports_.back().local = std::move(lp);
@@ -73,7 +74,7 @@ void SmRun::query_port_info(std::size_t i) {
         // A port without a LID, or that no SM has configured, has nobody to ask by LID.
         if (!mad::routable_lid(pp.lid) || !mad::routable_lid(pp.sm_lid)) return;
         query_master(i);
-        if (subnet_) query_sa(i);
+        if (config_.subnet) query_sa(i);
       },
       [this, i](const mad::Response& r) {
         ports_[i].problems.push_back("PortInfo of the local port failed: " + describe(r));

@@ -26,6 +26,8 @@ using PortKey = std::pair<std::string, int>;  // CA name, port number
 // Failed queries per (device, port, query).
 using ErrorKey = std::tuple<std::string, int, std::string>;
 
+struct SmConfig;
+
 // What the collector remembers of one local port between polls.
 struct PortMemory {
   MasterTracker master;
@@ -47,8 +49,7 @@ struct SmState {
 // Made with std::make_shared, then start().
 class SmRun : public FanOut {
  public:
-  // subnet: also list every SM of the subnet (the `subnet` key).
-  SmRun(mad::ClientHandle& mad, bool subnet, const NodeNameMap& names, SmState& state,
+  SmRun(mad::ClientHandle& mad, const SmConfig& config, const NodeNameMap& names, SmState& state,
         Collector::Done done, std::vector<mad::LocalPort> ports);
 
   void start();
@@ -88,7 +89,7 @@ class SmRun : public FanOut {
   void emit_port(MetricsBuilder& out, PortPass& pp);
   void settled() override;
 
-  bool subnet_;
+  const SmConfig& config_;
   const NodeNameMap& names_;
   SmState& s_;
   Collector::Done done_;

@@ -174,9 +174,8 @@ TEST(PortListing, PortsCollectorRunFailsWhileTheListingHangs) {
 
 TEST(PortListing, SmCollectorRunFailsWhileTheListingHangs) {
   collector_fails_while_listing_hangs([](boost::asio::io_context& io, auto factory, Gate& gate) {
-    return std::make_unique<sm::SmCollector>(io, factory, std::vector<std::string>{}, true,
-                                             std::make_shared<const NodeNameMap>(), gate.lister(),
-                                             50ms);
+    return std::make_unique<sm::SmCollector>(
+        io, factory, sm::SmConfig{}, std::make_shared<const NodeNameMap>(), gate.lister(), 50ms);
   });
 }
 

@@ -66,7 +66,7 @@ class SmRunTest : public ::testing::Test {
     port.node_guid = kHostA;
     port.link_layer = "InfiniBand";
     return std::make_unique<SmCollector>(
-        io_, [f = fabric_] { return f; }, std::vector<std::string>{}, subnet, std::move(names),
+        io_, [f = fabric_] { return f; }, SmConfig{{}, subnet}, std::move(names),
         [port] { return std::vector<mad::LocalPort>{port}; });
   }
 
