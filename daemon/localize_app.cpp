@@ -398,36 +398,35 @@ class Evaluator {
   }
   // One evaluation now, on the calling thread (--once).
   void evaluate_now(double at, std::function<void()> then) {
-    evaluate(at, false, std::move(then));
+    evaluate(at, std::move(then));
     io_.run();
     io_.restart();
   }
   std::uint64_t evaluations = 0, failures = 0;
 
  private:
-  // Evidence times on the interval's grid: two instances read the same samples (HA). Suspects
-  // that are each settled (Verdict::settled) are judged again half an interval later, on the
-  // half grid (both instances hold them alike): confirming them costs 5 s of the time to name,
-  // not 10. One that is not waits a whole interval (Confirmer).
+  // Evidence times on the interval's grid: two instances read the same samples (HA). While
+  // suspects wait to be named they are judged again half an interval later, on the half grid
+  // (both instances hold them alike): one settled by then (Verdict::settled) is named 5 s
+  // after it was found, not 10; one that is not waits a whole interval (Confirmer).
   void arm(std::chrono::system_clock::time_point now) {
     double step = std::chrono::duration<double>(options_.interval).count();
-    const bool early = confirmer_.early();
-    if (early) step /= 2;
+    if (confirmer_.pending()) step /= 2;
     const double t = std::chrono::duration<double>(now.time_since_epoch()).count();
     const double next = std::floor(t / step) * step + step;
     auto wait = std::chrono::duration<double>(next - t);
     timer_.expires_after(std::chrono::duration_cast<std::chrono::milliseconds>(wait));
-    timer_.async_wait([this, next, early](const boost::system::error_code& ec) {
+    timer_.async_wait([this, next](const boost::system::error_code& ec) {
       if (ec) return;
-      evaluate(next, early, [this] { arm(std::chrono::system_clock::now()); });
+      evaluate(next, [this] { arm(std::chrono::system_clock::now()); });
     });
   }
 
-  void evaluate(double at, bool early, std::function<void()> then) {
+  void evaluate(double at, std::function<void()> then) {
     auto start = std::chrono::steady_clock::now();
     reader_.read(
         at,
-        [this, at, early, start, then = std::move(then)](query::Reading reading) {
+        [this, at, start, then = std::move(then)](query::Reading reading) {
           EvaluationReport r;
           r.at = at;
           r.read_seconds =
@@ -464,7 +463,7 @@ class Evaluator {
             auto t0 = std::chrono::steady_clock::now();
             auto verdicts = localize::localize(r.reading.evidence);
             std::size_t suspects = verdicts.size();
-            r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts), early);
+            r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts), at);
             // A suspect not confirmed yet is judged again with fresh counters: they decide between
             // a cable and its host before anything is named.
             fresh_next_ = r.verdicts.size() < suspects;
@@ -473,7 +472,7 @@ class Evaluator {
             r.evaluated = true;
           } else {
             ++failures;
-            confirmer_ = localize::Confirmer();  // a gap: nothing held across it
+            confirmer_ = new_confirmer();  // a gap: nothing held across it
             after_gap_ = true;
           }
           log(r);
@@ -531,7 +530,10 @@ class Evaluator {
   query::EvidenceReader reader_;
   boost::asio::steady_timer timer_;
   std::function<void(SnapshotPtr, const EvaluationReport&)> publish_;
-  localize::Confirmer confirmer_;
+  localize::Confirmer new_confirmer() const {
+    return localize::Confirmer(std::chrono::duration<double>(options_.interval).count());
+  }
+  localize::Confirmer confirmer_ = new_confirmer();
   std::thread thread_;
   std::string last_failure_;
   bool after_gap_ = false;

@@ -1,5 +1,7 @@
 #include "localize/confirmer.h"
 
+#include <algorithm>
+
 namespace ibfabric::localize {
 
 std::string verdict_key(const Evidence& evidence, const Suspect& suspect) {
@@ -20,30 +22,36 @@ std::string verdict_key(const Evidence& evidence, const Suspect& suspect) {
 }
 
 std::vector<Verdict> Confirmer::confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
-                                        bool early) {
-  std::set<std::string> now, named;
+                                        double at) {
+  std::map<std::string, double> held_since;
+  std::set<std::string> named;
   std::vector<Verdict> out;
-  pending_ = pending_settled_ = 0;
+  pending_ = 0;
   for (auto& v : verdicts) {
-    // Held when any of its suspects was (a set whose culprit changed order is the same fault).
+    // Held when any of its suspects was (a set whose culprit changed order is the same fault),
+    // since the earliest of them.
     bool held = false, was_named = false;
+    double since = at;
     std::vector<std::string> keys;
     for (const auto& s : v.suspects) {
       auto key = verdict_key(evidence, s) + " " + v.cause;
-      held = held || previous_.count(key) > 0;
+      if (auto it = held_since_.find(key); it != held_since_.end()) {
+        held = true;
+        since = std::min(since, it->second);
+      }
       was_named = was_named || named_.count(key) > 0;
       keys.push_back(key);
     }
-    now.insert(keys.begin(), keys.end());
-    if (held && (!early || was_named || v.settled)) {
+    for (const auto& key : keys) held_since.emplace(key, since);
+    // (A thousandth of a second short of the interval counts: evidence times are on its grid.)
+    if (held && (was_named || v.settled || at - since >= interval_ - 1e-3)) {
       named.insert(keys.begin(), keys.end());
       out.push_back(std::move(v));
       continue;
     }
     ++pending_;
-    if (v.settled) ++pending_settled_;
   }
-  previous_ = std::move(now);
+  held_since_ = std::move(held_since);
   named_ = std::move(named);
   return out;
 }

@@ -5,6 +5,7 @@
 #include "localize/localizer.h"
 
 #include <cstddef>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -15,23 +16,27 @@ namespace ibfabric::localize {
 std::string verdict_key(const Evidence& evidence, const Suspect& suspect);
 
 // Names a suspect only once two evaluations in a row hold it (a verdict of one evaluation, in
-// the middle of a change, names nobody).
+// the middle of a change, names nobody), and, unless it is settled (Verdict::settled), only once
+// it has been held a whole evaluation interval: the counters that would decide between a cable
+// and its host are in the store by then.
 class Confirmer {
  public:
-  // The verdicts of `verdicts` whose culprit the previous call also had. `early`: this call
-  // comes half an interval after the last (early() said so): a suspect not named yet is named
-  // now only when settled; one that is not waits for the next call, a whole interval after it
-  // was found, so that the counters that would decide between a cable and its host have
-  // reached the store.
-  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts,
-                               bool early = false);
-  // Whether the next evaluation may come half an interval later: the last call left suspects
-  // to confirm, and each is settled.
-  bool early() const { return pending_ > 0 && pending_ == pending_settled_; }
+  // `interval`: the evaluation interval, s.
+  explicit Confirmer(double interval = 10) : interval_(interval) {}
+  // The verdicts of `verdicts` to name, of the evaluation whose evidence time is `at` (s): those
+  // the previous call also held, and that are settled, or were first held (in this run of calls
+  // holding them) a whole interval before `at`, or were named by the previous call.
+  std::vector<Verdict> confirm(const Evidence& evidence, std::vector<Verdict> verdicts, double at);
+  // Whether suspects wait to be named: the next evaluation comes half an interval later, when
+  // one that is settled by then (its own evidence, or fresher probes that rule the rest out)
+  // is named, and one that is not waits on.
+  bool pending() const { return pending_ > 0; }
 
  private:
-  std::set<std::string> previous_, named_;
-  std::size_t pending_ = 0, pending_settled_ = 0;
+  double interval_;
+  std::map<std::string, double> held_since_;  // what the last call held, and since when
+  std::set<std::string> named_;
+  std::size_t pending_ = 0;
 };
 
 }  // namespace ibfabric::localize

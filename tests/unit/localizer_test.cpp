@@ -506,60 +506,59 @@ TEST(Localizer, DaemonFailingLocallyBesideAFaultIsNotNamed) {
   EXPECT_EQ(verdicts(s), (Named{{cable("leaf-3", 4, "spine-2", 3)}}));
 }
 
-// Named only what two evaluations in a row hold.
+// Named only what two evaluations in a row hold (evaluations every 10 s).
 TEST(Localizer, ConfirmerNamesWhatTwoEvaluationsHold) {
   Scenario s;
   s.stalled = {"h4"};
   Fabric f(s);
-  Confirmer confirmer;
-  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());
-  auto second = confirmer.confirm(f.e, localize(f.e));
+  Confirmer confirmer(10);
+  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e), 0).empty());
+  auto second = confirmer.confirm(f.e, localize(f.e), 10);
   ASSERT_EQ(second.size(), 1u);
   EXPECT_EQ(named(f.e, second.front().suspects.front()), host("h4"));
   Scenario clean;
   Fabric g(clean);
-  EXPECT_TRUE(confirmer.confirm(g.e, localize(g.e)).empty());
-  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());  // held once again, not twice
+  EXPECT_TRUE(confirmer.confirm(g.e, localize(g.e), 20).empty());
+  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e), 30).empty());  // held once again, not twice
 }
 
 // A settled suspect (evidence of its own: its daemon stalls, counters at a cable's end; or a
-// cable every other component its lossy pairs cross fits far worse) may be confirmed half an
-// interval after it was found; one that is not waits for a whole interval, and a suspect
-// already named stays named in the early evaluation.
+// cable every other component its lossy pairs cross fits far worse) is named at the evaluation
+// half an interval after it was found; one that is not waits until it has been held a whole
+// interval, and a suspect already named stays named.
 TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   Scenario stall;
   stall.stalled = {"h4"};
   Fabric f(stall);
-  Confirmer confirmer;
-  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e)).empty());
-  EXPECT_TRUE(confirmer.early());
-  EXPECT_EQ(confirmer.confirm(f.e, localize(f.e), true).size(), 1u);
-  EXPECT_FALSE(confirmer.early());  // nothing left to confirm
+  Confirmer confirmer(10);
+  EXPECT_TRUE(confirmer.confirm(f.e, localize(f.e), 0).empty());
+  EXPECT_TRUE(confirmer.pending());  // the next evaluation half an interval later
+  EXPECT_EQ(confirmer.confirm(f.e, localize(f.e), 5).size(), 1u);
+  EXPECT_FALSE(confirmer.pending());  // nothing left to confirm
 
   Scenario counted;
   counted.dropping = {{downlink(1, 2), 0.3}};
   counted.port_errors = {{"leaf-2", 3, "receive_errors"}};
   Fabric g(counted);
-  Confirmer with_counters;
-  EXPECT_TRUE(with_counters.confirm(g.e, localize(g.e)).empty());
-  EXPECT_TRUE(with_counters.early());
-  EXPECT_EQ(with_counters.confirm(g.e, localize(g.e), true).size(), 1u);
+  Confirmer with_counters(10);
+  EXPECT_TRUE(with_counters.confirm(g.e, localize(g.e), 0).empty());
+  EXPECT_EQ(with_counters.confirm(g.e, localize(g.e), 5).size(), 1u);
 
   // A host's cable without counters is one verdict with the host: the counters still to come
-  // decide between them, so it waits.
+  // decide between them, so it waits a whole interval.
   Scenario uncounted;
   uncounted.dropping = {{into_host("h3"), 0.3}};
   Fabric h(uncounted);
-  Confirmer without;
-  EXPECT_TRUE(without.confirm(h.e, localize(h.e)).empty());
-  EXPECT_FALSE(without.early());
-  EXPECT_TRUE(without.confirm(h.e, localize(h.e), true).empty());  // waits, still held
-  auto named_now = without.confirm(h.e, localize(h.e));
+  Confirmer without(10);
+  EXPECT_TRUE(without.confirm(h.e, localize(h.e), 0).empty());
+  EXPECT_TRUE(without.confirm(h.e, localize(h.e), 5).empty());  // waits, still held
+  EXPECT_TRUE(without.pending());
+  auto named_now = without.confirm(h.e, localize(h.e), 10);
   ASSERT_EQ(named_now.size(), 1u);
   EXPECT_FALSE(named_now.front().settled);
-  EXPECT_EQ(without.confirm(h.e, localize(h.e), true).size(), 1u);  // named: stays named
+  EXPECT_EQ(without.confirm(h.e, localize(h.e), 15).size(), 1u);  // named: stays named
 
-  // The downlink into h3's leaf without counters: its lossy pairs are h3's cross-leaf ones,
+  // The downlink into h3's leaf without counters: its lossy pairs are h3's other-leaf ones,
   // which h3's own cable carries too. At 30 % the clean pair h3 has on its own leaf already
   // rules that cable out (by far more than its counters could move it): settled. At 1 % it
   // does not yet: it waits.
@@ -574,6 +573,35 @@ TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
     EXPECT_EQ(found.front().settled, rate > 0.1) << rate;
   }
 
+  // Found unsettled (1 %, the first look), settled by the evaluation half an interval later
+  // (30 %: the fault grew, or the window has more of it): named then, 5 s after it was found.
+  {
+    Scenario weak, strong;
+    weak.dropping = {{downlink(1, 2), 0.01}};
+    strong.dropping = {{downlink(1, 2), 0.3}};
+    Fabric w(weak), st(strong);
+    Confirmer growing(10);
+    EXPECT_TRUE(growing.confirm(w.e, localize(w.e), 0).empty());
+    EXPECT_TRUE(growing.pending());
+    EXPECT_EQ(growing.confirm(st.e, localize(st.e), 5).size(), 1u);
+  }
+
+  // A suspect first found at a half-interval evaluation (beside one named there) waits a whole
+  // interval from then: not named at 10 s, named at 15 s.
+  {
+    Scenario both = stall;
+    both.dropping = {{into_host("h3"), 0.3}};
+    Fabric b(both);
+    Confirmer later(10);
+    EXPECT_TRUE(later.confirm(f.e, localize(f.e), 0).empty());
+    auto at5 = later.confirm(b.e, localize(b.e), 5);
+    ASSERT_EQ(at5.size(), 1u);
+    EXPECT_EQ(named(b.e, at5.front().suspects.front()), host("h4"));
+    EXPECT_TRUE(later.pending());
+    EXPECT_EQ(later.confirm(b.e, localize(b.e), 10).size(), 1u);  // h4 only
+    EXPECT_EQ(later.confirm(b.e, localize(b.e), 15).size(), 2u);  // and h3's cable
+  }
+
   // A leaf uplink without counters whose lossy pairs are several hosts': settled.
   Scenario spread;
   spread.dropping = {{uplink(1, 1), 0.3}};
@@ -582,10 +610,10 @@ TEST(Localizer, ConfirmerNamesASettledSuspectEarly) {
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(named(u.e, found.front().suspects.front()), cable("leaf-1", 3, "spine-1", 1));
   EXPECT_TRUE(found.front().settled);
-  Confirmer uplinks;
-  EXPECT_TRUE(uplinks.confirm(u.e, found).empty());
-  EXPECT_TRUE(uplinks.early());
-  EXPECT_EQ(uplinks.confirm(u.e, localize(u.e), true).size(), 1u);
+  Confirmer uplinks(10);
+  EXPECT_TRUE(uplinks.confirm(u.e, found, 0).empty());
+  EXPECT_TRUE(uplinks.pending());
+  EXPECT_EQ(uplinks.confirm(u.e, localize(u.e), 5).size(), 1u);
 }
 
 // What a verdict carries: the pairs it explains and the hosts whose paths cross it.
