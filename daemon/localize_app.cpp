@@ -466,7 +466,8 @@ class Evaluator {
             r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts), at);
             // A suspect not confirmed yet is judged again with fresh counters: they decide between
             // a cable and its host before anything is named.
-            fresh_next_ = r.verdicts.size() < suspects;
+            r.waiting = suspects - r.verdicts.size();
+            fresh_next_ = r.waiting > 0;
             r.attribution_seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             r.evaluated = true;
@@ -520,9 +521,11 @@ class Evaluator {
     }
     named_ = std::move(now);
     spdlog::debug(
-        "msg=evaluated pairs={} hosts={} cables={} verdicts={} read_s={:.3f} attribution_s={:.3f}",
+        "msg=evaluated pairs={} hosts={} cables={} verdicts={} waiting={} read_s={:.3f} "
+        "attribution_s={:.3f}",
         r.reading.evidence.pairs.size(), r.reading.evidence.hosts.size(),
-        r.reading.evidence.cables.size(), r.verdicts.size(), r.read_seconds, r.attribution_seconds);
+        r.reading.evidence.cables.size(), r.verdicts.size(), r.waiting, r.read_seconds,
+        r.attribution_seconds);
   }
 
   const LocalizeOptions& options_;

@@ -44,6 +44,7 @@ struct EvaluationReport {
   double evidence_age = -1;  // seconds; -1: no probe sample in the store
   query::Reading reading;
   std::vector<localize::Verdict> verdicts;  // confirmed
+  std::size_t waiting = 0;                  // suspects found, not confirmed yet
 };
 void add_evaluation_metrics(class MetricsBuilder& out, const EvaluationReport& report);
 
