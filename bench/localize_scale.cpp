@@ -5,7 +5,9 @@
 //       host, a daemon failing locally, a congested port) over background noise; scores every
 //       verdict against the faults and prints the totals. Each scenario replays alone with the
 //       `--seed S --only I` it prints. Exit status 1 when a bystander was named or fewer than
-//       95 % of the distinguishable culprits were.
+//       95 % of the distinguishable culprits were. Also counted: the culprits a settled verdict
+//       named (confirmed half an interval after found) and the bystanders among them, which
+//       `--counter-probability 0` (no counter arrived yet) is there to find.
 //   localize_scale --time [--time-hosts 10000,100000] [--repeat 5] [--seed 1] [--only 0] [fabric]
 //       per size, in a process of its own, with the faults and noise of scenario --only: the
 //       time to build the evidence, then the wall and CPU time of one localize() (median of
