@@ -249,14 +249,18 @@ class Run {
         ++s.lossy;
         s.set_hash += mix(*p);
       }
-      // Its fit: how much likelier the pair's loss is with it dropping at its rate than without,
-      // beside what the culprits named before let through (a pair they explain adds little).
-      const Pair& pair = e_.pairs[*p];
-      double through = kept_[*p] * (1 - background_);
-      s.gain += loglik(pair.lost, pair.sent, 1 - through * (1 - s.rate)) -
-                loglik(pair.lost, pair.sent, 1 - through);
+      s.gain += pair_gain(*p, s.rate);
     }
     return s;
+  }
+
+  // How much likelier pair p's loss is with a candidate dropping at `rate` than without, beside
+  // what the culprits named before let through (a pair they explain adds little).
+  double pair_gain(std::uint32_t p, double rate) const {
+    const Pair& pair = e_.pairs[p];
+    const double through = kept_[p] * (1 - background_);
+    return loglik(pair.lost, pair.sent, 1 - through * (1 - rate)) -
+           loglik(pair.lost, pair.sent, 1 - through);
   }
 
   // Whether its pairs lost too little for it to drop at `rate`: all its pairs together
@@ -502,12 +506,7 @@ class Run {
     }
     const double rate = sent > 0 ? lost / sent : 0;
     double fit = 0;
-    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) {
-      const Pair& pair = e_.pairs[*p];
-      const double through = kept_[*p] * (1 - background_);
-      fit += loglik(pair.lost, pair.sent, 1 - through * (1 - rate)) -
-             loglik(pair.lost, pair.sent, 1 - through);
-    }
+    for (auto* p = pairs_of_.begin(c); p != pairs_of_.end(c); ++p) fit += pair_gain(*p, rate);
     return fit;
   }
 
