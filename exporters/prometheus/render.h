@@ -10,6 +10,7 @@
 // exposition").
 
 #include "core/metrics.h"
+#include "exporters/prometheus/scrape_request.h"
 
 #include <boost/asio/thread_pool.hpp>
 
@@ -30,15 +31,6 @@ using LiveMetrics = std::function<void(MetricsBuilder&)>;
 // The whole exposition as text, nothing cached (--once, tests).
 std::string render_text(const std::vector<SnapshotPtr>& snapshots,
                         const std::vector<LiveMetrics>& live);
-
-// True when an Accept-Encoding header value accepts gzip (RFC 9110: `gzip` or `*` with a
-// q-value above 0, `identity;q=0` alone does not force it).
-bool accepts_gzip(std::string_view accept_encoding);
-
-struct ScrapeRequest {
-  std::string_view query;            // the target after '?', undecoded
-  std::string_view accept_encoding;  // the header's value, empty when absent
-};
 
 // A body produced as it is sent.
 class ScrapeBody {
@@ -95,13 +87,5 @@ class Exporter {
   std::shared_ptr<Cache> cache_;
   boost::asio::thread_pool worker_{1};
 };
-
-// The parameters node_exporter takes: `collect[]=NAME` (only these) and `exclude[]=NAME`
-// (all but these), repeated. Returns an error message for a malformed or contradictory query.
-struct CollectorFilter {
-  std::vector<std::string> collect;
-  std::vector<std::string> exclude;
-};
-std::string parse_collector_filter(std::string_view query, CollectorFilter& out);
 
 }  // namespace ibfabric

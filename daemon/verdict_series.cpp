@@ -1,0 +1,255 @@
+#include "daemon/verdict_series.h"
+
+#include "core/metrics.h"
+
+#include <cmath>
+
+namespace ibfabric {
+
+// --- verdicts as series ---------------------------------------------------------------------
+
+namespace {
+
+using localize::Evidence;
+using localize::Kind;
+using localize::Suspect;
+using localize::Verdict;
+
+std::string port_name(const std::string& node, std::uint32_t port) {
+  return node + " port " + std::to_string(port);
+}
+
+}  // namespace
+
+std::string display_name(const localize::Evidence& e, const localize::Suspect& s) {
+  const auto& hosts = e.hosts;
+  switch (s.kind) {
+    case localize::Kind::cable: {
+      const auto& c = e.cables[s.cable];
+      return port_name(c.a_name, c.a.port) + " <-> " + port_name(c.b_name, c.b.port);
+    }
+    case localize::Kind::congestion: {
+      const auto& c = e.cables[s.cable];
+      return s.a_to_b
+                 ? port_name(c.a_name, c.a.port) + " (to " + port_name(c.b_name, c.b.port) + ")"
+                 : port_name(c.b_name, c.b.port) + " (to " + port_name(c.a_name, c.a.port) + ")";
+    }
+    case localize::Kind::host:
+      return "host " + hosts[s.host].name;
+    case localize::Kind::responder:
+      return hosts[s.host].name + "'s responder";
+    case localize::Kind::prober:
+      return hosts[s.host].name + "'s prober";
+  }
+  return "";
+}
+
+namespace {
+
+// The culprit's labels, as the alerts name it: a cable or a congested port by both ends
+// (node_* the a end, or the sending port), a host by its node.
+Labels identity(const Evidence& e, const Suspect& s) {
+  if (s.kind == Kind::cable || s.kind == Kind::congestion) {
+    const auto& c = e.cables[s.cable];
+    bool a_first = s.kind == Kind::cable || s.a_to_b;
+    const auto& near = a_first ? c.a : c.b;
+    const auto& far = a_first ? c.b : c.a;
+    return {{"kind", s.kind == Kind::cable ? "cable" : "congestion"},
+            {"node_guid", hex_guid(near.guid)},
+            {"port", std::to_string(near.port)},
+            {"node_name", a_first ? c.a_name : c.b_name},
+            {"remote_node_guid", hex_guid(far.guid)},
+            {"remote_port", std::to_string(far.port)},
+            {"remote_node_name", a_first ? c.b_name : c.a_name}};
+  }
+  return {{"kind", "host"},
+          {"node_guid", hex_guid(e.hosts[s.host].guid)},
+          {"node_name", e.hosts[s.host].name}};
+}
+
+std::string listed(const std::vector<std::string>& items, std::size_t most) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size() && i < most; ++i) out += (i ? ", " : "") + items[i];
+  if (items.size() > most) out += ", and " + std::to_string(items.size() - most) + " more";
+  return out.empty() ? "none" : out;
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.0f", v);
+  return buf;
+}
+std::string percent(double part, double whole) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g%%", whole > 0 ? 100 * part / whole : 0.0);
+  return buf;
+}
+
+// What the engineer reads first: the numbers behind the verdict, in words.
+std::string evidence_text(const Evidence& e, const Verdict& v) {
+  const Suspect& s = v.suspects.front();
+  std::string out;
+  if (s.kind == Kind::cable) {
+    const auto& c = e.cables[s.cable];
+    std::string each;
+    for (int d = 0; d < 2; ++d) {
+      if (!s.directions[static_cast<std::size_t>(d)]) continue;
+      auto link = localize::link_of(s.cable, d == 0);
+      double sent = 0, lost = 0;
+      for (const auto& pair : e.pairs) {
+        if (std::find(pair.path.begin(), pair.path.end(), link) == pair.path.end()) continue;
+        sent += pair.sent;
+        lost += pair.lost;
+      }
+      each += std::string(each.empty() ? "" : "; ") + "packets " +
+              (d == 0 ? c.a_name + " -> " + c.b_name : c.b_name + " -> " + c.a_name) + ": " +
+              number(lost) + " of " + number(sent) + " probes lost (" + percent(lost, sent) + ")";
+    }
+    out = "In the last minute " + each + ". Counters in 10 minutes:";
+    bool any = false;
+    for (auto [node, port] : {std::pair{c.a_name, c.a}, std::pair{c.b_name, c.b}}) {
+      auto it = e.counters.find(port);
+      if (it == e.counters.end()) continue;
+      out += std::string(any ? ";" : "") + " " + port_name(node, port.port) + " (" +
+             it->second.source + "): " + number(it->second.errors) + " errors, " +
+             number(it->second.discards) + " discards";
+      any = true;
+    }
+    return out + (any ? "." : " none counted at either end.");
+  }
+  if (s.kind == Kind::congestion) {
+    const auto& c = e.cables[s.cable];
+    auto it = e.congested.find(s.a_to_b ? c.a : c.b);
+    out = number(v.late) + " of " + number(v.sent) +
+          " probes of its pairs were late in the last "
+          "minute";
+    if (it != e.congested.end()) {
+      char buf[64];
+      if (it->second.share) {
+        std::snprintf(buf, sizeof buf, "waited to send %.3g%% of the time", 100 * it->second.value);
+      } else {
+        std::snprintf(buf, sizeof buf, "waited %.1f PortXmitWait ticks per word sent",
+                      it->second.value);
+      }
+      out += std::string("; it ") + buf + " over the last 5 minutes";
+    }
+    return out + ".";
+  }
+  const localize::Host& h = e.hosts[s.host];
+  double sent[2] = {0, 0}, lost[2] = {0, 0}, late[2] = {0, 0}, pairs[2] = {0, 0};
+  for (const auto& pair : e.pairs) {
+    for (int role = 0; role < 2; ++role) {
+      if ((role == 0 ? pair.peer : pair.prober) != s.host) continue;
+      sent[role] += pair.sent;
+      lost[role] += pair.lost;
+      late[role] += pair.late;
+      ++pairs[role];
+    }
+  }
+  for (int role = 0; role < 2; ++role) {
+    out += std::string(role ? "; its own probes: " : "In the last minute, answers to it: ") +
+           number(late[role]) + " late, " + number(lost[role]) + " lost of " + number(sent[role]) +
+           " (" + number(pairs[role]) + " pairs)";
+  }
+  char stall[32];
+  std::snprintf(stall, sizeof stall, "%.1fs", h.loop_stall_seconds);
+  out += std::string(". Its daemon: event loop stalled ") + stall + " in the minute, " +
+         number(h.responder_dropped) + " probes left unanswered, " + number(h.local_failures) +
+         " probes failed locally" + (h.daemon_down ? ", down (not answering scrapes)" : "") + ".";
+  return out;
+}
+
+void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
+  const Suspect& culprit = v.suspects.front();
+  Labels id = identity(e, culprit);
+  out.gauge("ibfabric_localize_suspect",
+            "A culprit the localizer names (both of the last two evaluations held it): a cable, "
+            "a host or a congested port; value: the probe pairs it explains.",
+            id, static_cast<double>(v.pairs.size()));
+  std::vector<std::string> equal, pairs, radius;
+  for (std::size_t i = 1; i < v.suspects.size(); ++i)
+    equal.push_back(display_name(e, v.suspects[i]));
+  std::vector<std::uint32_t> sorted = v.pairs;
+  std::sort(sorted.begin(), sorted.end(), [&](std::uint32_t a, std::uint32_t b) {
+    const auto& x = e.pairs[a];
+    const auto& y = e.pairs[b];
+    return std::tie(e.hosts[x.prober].name, e.hosts[x.peer].name) <
+           std::tie(e.hosts[y.prober].name, e.hosts[y.peer].name);
+  });
+  for (auto p : sorted) {
+    pairs.push_back(e.hosts[e.pairs[p].prober].name + " -> " + e.hosts[e.pairs[p].peer].name);
+  }
+  for (auto h : v.blast_radius) radius.push_back(e.hosts[h].name);
+  std::sort(radius.begin(), radius.end());
+  Labels info = id;
+  info.emplace_back("cause", v.cause);
+  info.emplace_back("why", v.why);
+  info.emplace_back("evidence", evidence_text(e, v));
+  info.emplace_back("pairs", listed(pairs, 6));
+  info.emplace_back("equally_suspect", listed(equal, 8));
+  info.emplace_back("blast_radius", listed(radius, 8));
+  out.info("ibfabric_localize_suspect_info",
+           "Why a suspect is named: its cause (loss, late, congestion), the reason, its evidence "
+           "in words (probes each way, both ends' counters, its daemon's own trouble), the pairs "
+           "it explains (prober -> peer), what the probes cannot tell it from, and the hosts "
+           "whose probed paths cross it.",
+           info);
+  for (auto [what, value] :
+       {std::pair{"sent", v.sent}, std::pair{"lost", v.lost}, std::pair{"late", v.late}}) {
+    Labels l = id;
+    l.emplace_back("what", what);
+    out.gauge("ibfabric_localize_suspect_probes",
+              "Probes of the pairs a named suspect explains (a cable: of all pairs crossing its "
+              "losing direction) in the last minute, by what became of them.",
+              l, value);
+  }
+}
+
+}  // namespace
+
+void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
+  out.gauge("ibfabric_localize_up",
+            "1 when the last evaluation read all its evidence, fresh, and made verdicts; 0 when "
+            "the query API failed or its data is stale (no verdict then).",
+            {}, r.evaluated ? 1 : 0);
+  out.gauge("ibfabric_localize_last_evaluation_timestamp_seconds",
+            "The time the last evaluation's evidence is of (Unix seconds).", {}, r.at);
+  out.gauge("ibfabric_localize_evaluation_duration_seconds",
+            "Wall time of the last evaluation: reading the evidence and attributing it.", {},
+            r.read_seconds + r.attribution_seconds);
+  out.gauge("ibfabric_localize_attribution_duration_seconds",
+            "Wall time of the last evaluation's attribution alone.", {}, r.attribution_seconds);
+  if (r.evidence_age >= 0) {
+    out.gauge("ibfabric_localize_evidence_age_seconds",
+              "Age of the newest probe sample in the store at the last evaluation.", {},
+              r.evidence_age);
+  }
+  for (const auto& [query, seconds] : r.reading.query_seconds) {
+    out.gauge("ibfabric_localize_query_duration_seconds",
+              "Wall time of each query of the last evaluation (paths: all batches together).",
+              {{"query", query}}, seconds);
+  }
+  for (const auto& [query, n] : r.reading.query_series) {
+    out.gauge("ibfabric_localize_query_series",
+              "Series each query of the last evaluation returned.", {{"query", query}}, n);
+  }
+  const auto& e = r.reading.evidence;
+  out.gauge("ibfabric_localize_pairs",
+            "Probed pairs of the last evaluation: placed (prober, peer and path known) or "
+            "unplaced (no verdict can use them).",
+            {{"state", "placed"}}, static_cast<double>(e.pairs.size()));
+  out.gauge("ibfabric_localize_pairs", "", {{"state", "unplaced"}},
+            static_cast<double>(r.reading.pairs_unplaced));
+  out.gauge("ibfabric_localize_hosts", "Hosts in the last evaluation's evidence.", {},
+            static_cast<double>(e.hosts.size()));
+  out.gauge("ibfabric_localize_cables", "Cables the traced paths cross.", {},
+            static_cast<double>(e.cables.size()));
+  out.gauge("ibfabric_localize_path_daemons_read",
+            "Daemons whose paths the last evaluation read again (their path trace marker moved).",
+            {}, static_cast<double>(r.reading.path_instances_read));
+  out.declare("ibfabric_localize_suspect", "", prometheus::MetricType::Gauge);
+  if (!r.evaluated) return;
+  for (const auto& v : r.verdicts) add_verdict(out, e, v);
+}
+
+}  // namespace ibfabric
