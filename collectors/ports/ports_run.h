@@ -1,8 +1,9 @@
 #pragma once
 // One run of the `ports` collector (PortsRun) and what it keeps from run to run (PortsState,
 // owned by the PortsCollector). The collector lists the local ports and builds a PortsRun per
-// collection; the run reads and updates the state. Metrics: docs/collectors.md, "Collector
-// `ports`".
+// collection; the run reads and updates the state. What it asks is ports_run.cpp's, what it
+// makes of the answers (series, memory, state file) ports_emit.cpp's. Metrics:
+// docs/collectors.md, "Collector `ports`".
 
 #include "collectors/collector.h"
 #include "collectors/fan_out.h"
