@@ -6,7 +6,7 @@
 // Metrics are documented in docs/collectors.md, "Collector `sysfs`".
 
 #include "collectors/collector.h"
-#include "collectors/sysfs/attribute_reader.h"
+#include "collectors/sysfs/sysfs_run.h"
 
 #include <cstdint>
 #include <map>
@@ -19,40 +19,32 @@
 
 namespace ibfabric::sysfs {
 
-// name "sysfs", enabled by default, every 15s. Its keys are read in spec() and documented in
-// docs/configuration.md, "Collector `sysfs`" (tests/unit/config_keys_test.cpp ties the two).
+// What the `sysfs` collector reads, from its keys (spec() reads them with their defaults;
+// docs/configuration.md, "Collector `sysfs`", and tests/unit/config_keys_test.cpp ties the two).
 // A device is read when it passes `devices`, `devices_include` and `devices_exclude` (exclude
 // wins).
+struct SysfsConfig {
+  std::string sysfs_root;         // --sysfs-root: /sys, or a fixture tree in tests
+  std::set<std::string> devices;  // empty: every device
+  std::optional<std::regex> devices_include, devices_exclude;  // absent: everything
+
+  std::string class_dir() const { return sysfs_root + "/class/infiniband"; }
+  bool selects(const std::string& device) const;
+};
+
+// name "sysfs", enabled by default, every 15s.
 CollectorSpec spec();
 
 class SysfsCollector final : public BlockingCollector {
  public:
-  // `devices` empty means every device; an absent regex selects everything.
-  SysfsCollector(std::string sysfs_root, std::vector<std::string> devices,
-                 std::optional<std::regex> include = std::nullopt,
-                 std::optional<std::regex> exclude = std::nullopt);
+  explicit SysfsCollector(SysfsConfig config);
 
-  // Reads everything now. A read that blocks blocks the whole run: every device and port of
-  // this collector waits with it.
+  // One SysfsRun, on the collector's worker thread (sysfs_run.h).
   CollectResult collect_blocking() override;
 
  private:
-  friend class CollectionPass;
-  using ErrorKey = std::pair<std::string, std::string>;  // device, port ("" for device files)
-
-  bool selects(const std::string& device) const;
-
-  std::string class_dir_;
-  std::set<std::string> only_devices_;
-  std::optional<std::regex> include_;
-  std::optional<std::regex> exclude_;
-  // Failed reads per device/port since start: exported as a counter.
-  std::map<ErrorKey, std::uint64_t> read_errors_;
-  // Files that are bad right now: each is logged when it turns bad, and again when it recovers,
-  // not on every poll.
-  std::set<std::string> bad_files_;
-  std::set<std::string> missing_devices_logged_;
-  AttributeReader reader_;
+  SysfsConfig config_;
+  SysfsState state_;
 };
 
 }  // namespace ibfabric::sysfs
