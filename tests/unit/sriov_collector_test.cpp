@@ -250,7 +250,7 @@ TEST(SriovCollector, SysfsMetricsOfTheInfiniBandPf) {
 }
 
 TEST(SriovCollector, NetlinkCountersJoinTheSysfsPciAddress) {
-  SriovCollector collector(fixture("sriov-ib"), replay(dump_bytes("ibp175s0", {0, 7})));
+  SriovCollector collector({fixture("sriov-ib"), {}}, replay(dump_bytes("ibp175s0", {0, 7})));
   const CollectResult result = collect(collector);
   EXPECT_TRUE(result.success) << result.error;
   const auto& m = result.metrics;
@@ -278,7 +278,7 @@ TEST(SriovCollector, NetlinkCountersJoinTheSysfsPciAddress) {
 TEST(SriovCollector, ANetlinkFailureKeepsTheSysfsMetrics) {
   std::vector<std::uint8_t> bytes = dump_bytes("ibp175s0", {0});
   bytes.resize(bytes.size() / 2);  // a datagram cut in the middle of the VF
-  SriovCollector collector(fixture("sriov-ib"), replay(bytes));
+  SriovCollector collector({fixture("sriov-ib"), {}}, replay(bytes));
   auto result = collect(collector);
   EXPECT_FALSE(result.success);
   EXPECT_NE(result.error.find("sriov: netlink:"), std::string::npos) << result.error;
@@ -342,7 +342,7 @@ TEST(SriovCollector, VfsThatGoAwayLeaveNoSeries) {
   const fs::path pf = root / "devices/pci0000:ae/0000:ae:00.0/0000:af:00.0";
   auto kernel =
       std::make_shared<std::vector<std::uint8_t>>(dump_bytes("ibp175s0", {0, 1, 2, 3, 4, 5, 6, 7}));
-  SriovCollector collector(root.string(), [kernel] {
+  SriovCollector collector({root.string(), {}}, [kernel] {
     std::vector<PfLink> links;
     parse_dump_datagram(*kernel, 1, links);
     return links;
