@@ -764,6 +764,99 @@ TEST_F(FabricSweep, ALostClassPortInfoUsesTheCapabilitiesLastAnswered) {
   EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", FatTree::leaf(1), 1));
 }
 
+// A PMA that rejects a query (a MAD status) answered it: the failure is counted under its
+// attribute, not as a timeout of the switch, as a lost query is.
+TEST_F(FabricSweep, ARejectedQueryIsNotCountedAsATimeout) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid rejecting = FatTree::leaf(1), lossy = FatTree::leaf(0);
+  tree.fabric->reject_pma(rejecting, IB_GSI_PORT_COUNTERS_EXT);
+  tree.fabric->lose(lossy, 100, 1, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT));
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                    {{"phase", "sweep"}, {"attribute", "port_counters_extended"}}),
+            tree.ports_of(rejecting) + 1);
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(rejecting)}}), 0);
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(lossy)}}), 1);
+}
+
+// Right after a discovery, the PortInfo it read is an answer of the switch in this collection:
+// a switch whose PMA answers nothing is still swept (its ports' states reported, their counters
+// failed), and the collection does not fail.
+TEST_F(FabricSweep, RightAfterADiscoveryASwitchWhosePmaIsSilentIsStillSwept) {
+  FatTree tree(io_, 1, 2, 1);
+  for (Guid sw : tree.switches()) {
+    tree.fabric->lose(sw, 100, std::nullopt, FakeFabric::pma(CLASS_PORT_INFO));
+  }
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_switches_swept"), 3);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), tree.switch_ports());
+  for (Guid sw : tree.switches()) {
+    EXPECT_EQ(m.port("ibfabric_fabric_port_state", sw, 1), 4) << hex(sw);
+    EXPECT_FALSE(m.port("ibfabric_fabric_port_symbol_errors_total", sw, 1)) << hex(sw);
+  }
+}
+
+// A switch that has lost its LID (rebooted, the SM has not given it one again) is asked nothing,
+// and finishes before any switch of the sweep has answered: held back until one does, it then
+// keeps its ports' last values for keep_unread, as a switch that answers nothing does.
+TEST_F(FabricSweep, ASwitchThatLostItsLidKeepsItsPortsLastValues) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(0);  // the first switch the sweep starts
+  FabricConfig config;
+  config.rediscover_every = 1;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->add({leaf, IB_NODE_SWITCH, tree.leaf_ports, "leaf-1", 0});
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_lid", {{"node_guid", hex(leaf)}}), 0);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), tree.ports_of(leaf));
+  for (int p = 1; p <= tree.ports_of(leaf); ++p) {
+    EXPECT_EQ(m.port("ibfabric_fabric_port_state", leaf, p), p <= 2 ? 4 : 1) << p;
+    EXPECT_TRUE(m.port("ibfabric_fabric_port_stale_seconds", leaf, p)) << p;
+  }
+}
+
+// A shard that holds no switch sweeps nothing: it does not ask the SA's PortInfoRecord table
+// (the whole fabric's), and the collection does not fail.
+TEST_F(FabricSweep, AShardWithNoSwitchAsksNoSaTable) {
+  FatTree tree(io_, 1, 2, 1);
+  const Guid sm = FatTree::host(1, 0);
+  tree.fabric->run_sm(sm, {sm + 1, 1, 15, 3, true});
+  tree.fabric->master_sm_lid(1101);
+  constexpr int kShards = 8;
+  int empty = -1;
+  for (int shard = 0; shard < kShards && empty < 0; ++shard) {
+    auto switches = tree.switches();
+    if (std::none_of(switches.begin(), switches.end(),
+                     [&](Guid sw) { return fabric::in_shard(sw, shard, kShards); })) {
+      empty = shard;
+    }
+  }
+  ASSERT_GE(empty, 0);
+  FabricConfig config;
+  config.shards = kShards;
+  config.shard = empty;
+  config.rediscover_every = 100;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->clear_requests();
+  auto c = collect(io_, *collector);  // a steady sweep
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 0);
+  EXPECT_EQ(tree.fabric->port_info_record_tables, 0);
+  EXPECT_TRUE(tree.fabric->requests().empty());
+}
+
 // A switch the SM has given no routable LID is not asked by LID: its ports fail, counted under
 // attribute "lid".
 TEST_F(FabricSweep, ASwitchWithoutARoutableLidIsCountedFailed) {
