@@ -525,6 +525,35 @@ TEST_F(PathsRunTest, ALocalPortWithoutALidFailsTheRun) {
   EXPECT_EQ(value(r.metrics, "ibfabric_path_mads_total", {}), 3);
 }
 
+// A switch that answers NodeInfo but not its forwarding table, and a peer's port that does not
+// answer PortInfo: each leg is no_answer, with what did not answer in the log.
+TEST_F(PathsRunTest, ATableOrAPeersPortInfoNotAnsweredIsNoAnswer) {
+  tree_.fabric->lose(kSpine1, 100, std::nullopt, FakeFabric::smp(IB_ATTR_LINEARFORWTBL));
+  tree_.fabric->lose(kHostB, 100, std::nullopt, FakeFabric::smp(IB_ATTR_PORT_INFO));
+  test_support::LogCapture log;
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(untraced(m, "host-c", "to_peer", "no_answer"), 1);
+  EXPECT_EQ(untraced(m, "host-b", "to_peer", "no_answer"), 1);
+  auto lines = log.take();
+  EXPECT_EQ(test_support::count_containing(
+                lines, "detail=\"switch 0x0002c90200002001 did not answer LinearForwardingTable\""),
+            1u);
+  EXPECT_EQ(test_support::count_containing(
+                lines, "detail=\"node 0x0002c90300000b00 did not answer PortInfo\""),
+            1u);
+}
+
+// The daemon's node must be a CA (a switch's own port 0 leads nowhere a probe goes).
+TEST_F(PathsRunTest, ALocalNodeThatIsNotACaFailsTheRun) {
+  tree_.fabric->add({kHostA, IB_NODE_SWITCH, 1, "host-a", kLidA});
+  auto c = collector();
+  auto r = collect(*c);
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.error, "the local port has no LID yet (is a Subnet Manager running?)");
+  EXPECT_TRUE(samples(r.metrics, "ibfabric_path_hop_info").empty());
+}
+
 // The local node, or its port, not answering fails the run, with the reason.
 TEST_F(PathsRunTest, ALocalNodeOrPortThatDoesNotAnswerFailsTheRun) {
   {

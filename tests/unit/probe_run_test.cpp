@@ -833,5 +833,23 @@ TEST(ProbeRun, TheResponderIsServedOnAReplacedEngine) {
   EXPECT_EQ(first->served.size(), 1u);
 }
 
+// More peers than max_probes_per_second allows at probe_interval: the interval is stretched
+// (so that the rate holds), said once, not at every update of the peers.
+TEST(ProbeRun, MorePeersThanTheRateAllowsStretchTheIntervalSaidOnce) {
+  LogCapture log;
+  Rig rig;
+  auto config = mad_config({by_lid(5), by_lid(6), by_lid(7)});
+  config.max_probes_per_second = 1;
+  config.rotate_every = 1min;
+  rig.make(config);
+  rig.prober->start();
+  rig.now += 1min;
+  rig.prober->rotate();  // the same three peers, scheduled again
+  EXPECT_EQ(
+      test_support::count_containing(
+          log.take(), "probe: 3 peers at max_probes_per_second 1 stretch the probe interval to 3s"),
+      1u);
+}
+
 }  // namespace
 }  // namespace ibfabric::probe
