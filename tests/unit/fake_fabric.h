@@ -274,12 +274,16 @@ class FakeFabric final : public mad::Engine {
   int peak_destinations() const { return peak_destinations_; }
   // The most requests there were in flight at once, to any destinations.
   int peak_total_in_flight() const { return peak_total_in_flight_; }
+  // The most destinations addressed by LID (a sweep's; a discovery's go by directed route) that
+  // had requests in flight at once.
+  int peak_lid_destinations() const { return peak_lid_destinations_; }
   // Forgets the requests and peaks seen so far (not what is in flight).
   void clear_requests() {
     requests_.clear();
     peak_in_flight_.clear();
     peak_destinations_ = 0;
     peak_total_in_flight_ = 0;
+    peak_lid_destinations_ = 0;
   }
 
  private:
@@ -359,14 +363,22 @@ class FakeFabric final : public mad::Engine {
     auto destination = q.to.to_string();
     requests_.push_back({destination, q.mgmt_class, q.attr_id, port_of(q)});
     auto& n = in_flight_[destination];
-    if (n++ == 0) ++destinations_in_flight_;
+    if (n++ == 0) {
+      ++destinations_in_flight_;
+      if (destination.starts_with("lid ")) {
+        peak_lid_destinations_ = std::max(peak_lid_destinations_, ++lid_destinations_in_flight_);
+      }
+    }
     peak_in_flight_[destination] = std::max(peak_in_flight_[destination], n);
     peak_destinations_ = std::max(peak_destinations_, destinations_in_flight_);
     peak_total_in_flight_ = std::max(peak_total_in_flight_, ++total_in_flight_);
     return destination;
   }
   void delivered(const std::string& destination) {
-    if (--in_flight_[destination] == 0) --destinations_in_flight_;
+    if (--in_flight_[destination] == 0) {
+      --destinations_in_flight_;
+      if (destination.starts_with("lid ")) --lid_destinations_in_flight_;
+    }
     --total_in_flight_;
   }
 
@@ -378,6 +390,7 @@ class FakeFabric final : public mad::Engine {
   std::map<std::string, int> in_flight_, peak_in_flight_;
   int destinations_in_flight_ = 0, peak_destinations_ = 0;
   int total_in_flight_ = 0, peak_total_in_flight_ = 0;
+  int lid_destinations_in_flight_ = 0, peak_lid_destinations_ = 0;
 
   // ---- End of the fabric collector's block. ----
 

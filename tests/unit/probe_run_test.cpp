@@ -851,5 +851,48 @@ TEST(ProbeRun, MorePeersThanTheRateAllowsStretchTheIntervalSaidOnce) {
       1u);
 }
 
+// Probes never sent are said in the collection's failure, at most 8 of them (a port gone under
+// a hundred peers is one problem, not a hundred).
+TEST(ProbeRun, ProbesNeverSentAreSaidAtMostEightTimes) {
+  Rig rig;
+  std::vector<TargetConfig> targets;
+  for (std::uint16_t lid = 1; lid <= 10; ++lid) targets.push_back(by_lid(lid));
+  rig.make(mad_config(targets));
+  rig.prober->start();
+  rig.run_until_queued(10);
+  while (!rig.engine->held.empty()) {
+    answer_failed(*rig.engine, mad::Status::port_unavailable, "no local CA port found");
+  }
+  rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  std::size_t said = 0;
+  for (auto at = rig.result.error.find("probe to "); at != std::string::npos;
+       at = rig.result.error.find("probe to ", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 8u) << rig.result.error;
+}
+
+// A round of lookups in which several fail reports the first failure (one line, not one per
+// target).
+TEST(ProbeRun, ARoundOfFailedLookupsReportsTheFirstFailure) {
+  Rig rig;
+  TargetConfig by_description;
+  by_description.node_description = "gpu-07 mlx5_0";
+  by_description.name = "gpu-07 mlx5_0";
+  rig.make(mad_config({by_port_guid(), by_description}));
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.size(), 2u);
+  answer_failed(*rig.engine, mad::Status::timeout, "no answer");
+  answer_failed(*rig.engine, mad::Status::mad_status, "invalid attribute");
+  rig.prober->refresh_mad(own_ports(), "");
+  rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  EXPECT_NE(rig.result.error.find("SA NodeRecord lookup: timeout (no answer)"), std::string::npos)
+      << rig.result.error;
+  EXPECT_EQ(rig.result.error.find("invalid attribute"), std::string::npos) << rig.result.error;
+}
+
 }  // namespace
 }  // namespace ibfabric::probe

@@ -572,6 +572,19 @@ TEST_F(FabricSweep, QueryWindowsBoundWhatIsOutPerSwitchAndHowManySwitches) {
   }
 }
 
+// A switch with nothing to ask (no routable LID) is passed over: the next takes its place in
+// the window, which still holds 16 switches with queries out.
+TEST_F(FabricSweep, ASwitchWithNothingToAskLeavesItsPlaceInTheWindow) {
+  FatTree tree(io_, 4, 16, 1, 31);
+  capabilities(tree, kExtended);
+  tree.fabric->add({FatTree::leaf(0), IB_NODE_SWITCH, tree.leaf_ports, "leaf-1", 0});  // first
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 19);
+  EXPECT_EQ(tree.fabric->peak_lid_destinations(), 16);
+}
+
 // keep_unread: a port whose queries are lost keeps the values it was last read with, with its
 // age in port_stale_seconds, counted stale and failed; only the lost parts are taken from
 // memory; the timeouts are counted per switch; once it answers, it is current again.
