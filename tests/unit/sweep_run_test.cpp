@@ -796,23 +796,41 @@ TEST_F(FabricSweep, ARejectedQueryIsNotCountedAsATimeout) {
   EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(lossy)}}), 1);
 }
 
-// Right after a discovery, the PortInfo it read is an answer of the switch in this collection:
-// a switch whose PMA answers nothing is still swept (its ports' states reported, their counters
-// failed), and the collection does not fail.
-TEST_F(FabricSweep, RightAfterADiscoveryASwitchWhosePmaIsSilentIsStillSwept) {
+// A switch whose PMA has never answered ClassPortInfo is asked no counters, but its ports'
+// PortInfo is read all the same: right after a discovery the discovery's (an answer of the switch
+// in this collection, so a fabric whose PMAs answer nothing does not fail the collection), then
+// the SA's records and, for a port whose link is not up, its own SMP.
+TEST_F(FabricSweep, ASwitchWhosePmaNeverAnsweredStillHasItsPortsPortInfo) {
   FatTree tree(io_, 1, 2, 1);
+  const Guid sm = FatTree::host(1, 0);
+  tree.fabric->run_sm(sm, {sm + 1, 1, 15, 3, true});
+  tree.fabric->master_sm_lid(1101);
   for (Guid sw : tree.switches()) {
     tree.fabric->lose(sw, 100, std::nullopt, FakeFabric::pma(CLASS_PORT_INFO));
   }
-  auto collector = make_collector(io_, tree);
-  auto c = collect(io_, *collector);
-  ASSERT_TRUE(c.result.success) << c.result.error;
-  const auto& m = c.metrics;
-  EXPECT_EQ(m.value("ibfabric_fabric_switches_swept"), 3);
-  EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), tree.switch_ports());
-  for (Guid sw : tree.switches()) {
-    EXPECT_EQ(m.port("ibfabric_fabric_port_state", sw, 1), 4) << hex(sw);
-    EXPECT_FALSE(m.port("ibfabric_fabric_port_symbol_errors_total", sw, 1)) << hex(sw);
+  FabricConfig config;
+  config.keep_unread = 0s;  // nothing from memory: what is reported is read in the collection
+  config.rediscover_every = 100;
+  auto collector = make_collector(io_, tree, config);
+  for (const char* collection : {"right after a discovery", "a steady sweep"}) {
+    SCOPED_TRACE(collection);
+    tree.fabric->port_info_record_tables = 0;
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const auto& m = c.metrics;
+    EXPECT_EQ(m.value("ibfabric_fabric_discoveries_total"), 1);
+    if (collection[0] == 'r') {
+      EXPECT_EQ(m.value("ibfabric_fabric_switches_swept"), 3);
+    } else {
+      EXPECT_EQ(tree.fabric->port_info_record_tables, 1);
+    }
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), tree.switch_ports());
+    for (Guid sw : tree.switches()) {
+      for (int p = 1; p <= tree.ports_of(sw); ++p) {
+        EXPECT_EQ(m.port("ibfabric_fabric_port_state", sw, p), p <= 2 ? 4 : 1) << hex(sw) << p;
+        EXPECT_FALSE(m.port("ibfabric_fabric_port_symbol_errors_total", sw, p)) << hex(sw) << p;
+      }
+    }
   }
 }
 
