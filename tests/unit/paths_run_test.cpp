@@ -362,6 +362,35 @@ TEST_F(PathsRunTest, WhatTheBudgetLeavesIsDeferredToALaterRun) {
   EXPECT_EQ(hops(m, "host-c", "from_peer"), kFromC);
 }
 
+// A peer never traced goes before a path traced again: under a budget that leaves two queries
+// after this node's and the verification's, the new peer's query is asked before the stale
+// path's, which waits for a later run.
+TEST_F(PathsRunTest, ANewPeerGoesBeforeAPathTracedAgain) {
+  constexpr std::uint16_t kLidC2 = 70;  // in the tables' second block
+  tree_.fabric->add({kHostC, IB_NODE_CA, 1, "host-c mlx5_0", kLidC2});
+  tree_.route_host(kLidC2, 3, 1);
+  publish({{"a-peer", "mad", kLidB}});  // sorts first
+  PathsConfig config;
+  config.verify_every = 0s;
+  config.max_mads_per_run = 6;  // this node's 3, a verification's 1, then 2
+  auto c = collector(config);
+  MetricFamilies m;
+  for (int runs = 0; runs < 10 && peers_in(m, "traced") < 1; ++runs) m = run(*c);
+  ASSERT_EQ(peers_in(m, "traced"), 1);
+  // leaf-1's block 0 changes (a new LID in it): a-peer's path is stale (route_change), the
+  // nodes are read again; host-c is new.
+  tree_.fabric->forward(kLeaf1, 14, 3);
+  tree_.fabric->sm(kHostD).activity += 1;
+  publish({{"a-peer", "mad", kLidB}, {"host-c", "mad", kLidC2}});
+  const auto before = tree_.fabric->asked.size();
+  m = run(*c);
+  ASSERT_EQ(tree_.fabric->asked.size() - before, 6u);
+  // The 5th: NodeInfo of leaf-1, which both traces need; the 6th: host-c's table block.
+  EXPECT_EQ(tree_.fabric->asked.back().attr_id, IB_ATTR_LINEARFORWTBL);
+  EXPECT_EQ(tree_.fabric->asked.back().attr_mod, 1u) << "host-c's block, not a-peer's next node";
+  EXPECT_EQ(traces(m, "route_change"), 0);
+}
+
 // --- When a path is traced again -------------------------------------------------------------
 
 // A new master SM (another GUID at MasterSMLID): everything is forgotten and traced again.
