@@ -485,6 +485,28 @@ TEST_F(PathsRunTest, ABlockThatNoLongerAnswersIsHopLostThenRetried) {
             1u);
 }
 
+// A path already to be traced again keeps the cause it has when one of its blocks changes: a
+// path failing since a switch stopped answering its table is a retry, not a route_change.
+TEST_F(PathsRunTest, AChangedBlockDoesNotRenameTheCauseOfAPathAlreadyStale) {
+  PathsConfig config;
+  config.verify_every = 0s;
+  auto c = collector(config);
+  run(*c);
+  tree_.fabric->lose(kSpine1, 100, std::nullopt, FakeFabric::smp(IB_ATTR_LINEARFORWTBL));
+  tree_.fabric->sm(kHostD).activity += 1;
+  auto m = run(*c);
+  ASSERT_EQ(traces(m, "hop_lost"), 1);
+  ASSERT_EQ(untraced(m, "host-c", "to_peer", "no_answer"), 1);
+  tree_.fabric->forward(kLeaf2, 14, 3);  // leaf-2's block 0, on host-c's last good path, changes
+  tree_.fabric->sm(kHostD).activity += 1;
+  const auto leaf2_reads = tree_.fabric->count_asked(IB_ATTR_LINEARFORWTBL, kLeaf2);
+  m = run(*c);
+  EXPECT_EQ(tree_.fabric->count_asked(IB_ATTR_LINEARFORWTBL, kLeaf2), leaf2_reads + 1)
+      << "verified";
+  EXPECT_EQ(traces(m, "route_change"), 0);
+  EXPECT_EQ(traces(m, "retry"), 1);
+}
+
 // A failed attempt reads the blocks it used again at the retry (they may have been read before
 // the SM programmed them).
 TEST_F(PathsRunTest, ARetryReadsTheBlocksOfTheFailedAttemptAgain) {

@@ -894,5 +894,16 @@ TEST(ProbeRun, ARoundOfFailedLookupsReportsTheFirstFailure) {
   EXPECT_EQ(rig.result.error.find("invalid attribute"), std::string::npos) << rig.result.error;
 }
 
+// The engine's default port not among the ports listed (its CA gone since it was chosen): no
+// CA to describe, and the node is not named.
+TEST(ProbeRun, ADefaultPortTheListingDoesNotHoldIsNotDescribed) {
+  Rig rig;
+  rig.engine->port = mad::PortAddress{"mlx5_1", 1};
+  rig.make(mad_config({by_lid(5)}));
+  rig.prober->refresh_mad(own_ports(), "");  // mlx5_0 only
+  EXPECT_TRUE(rig.engine->held.empty());
+  EXPECT_TRUE(samples(rig.collect(), "ibfabric_probe_node_info").empty());
+}
+
 }  // namespace
 }  // namespace ibfabric::probe
