@@ -51,7 +51,7 @@ void SweepRun::begin() {
   started_ = Clock::now();
   for (const Node* node : topology_->switches()) {
     if (!in_shard(node->guid, kept_.config.shard, kept_.config.shards)) continue;
-    switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false, 0});
+    switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false, 0, false});
   }
   pending_.assign(switches_.size(), 0);
   out_.size_hints(&kept_.family_sizes);
@@ -250,8 +250,10 @@ void SweepRun::query_switch(std::size_t i) {
           query_ports(i);
           return;
         }
-        // Never answered: without it no port's counters are asked for.
+        // Never answered: without it no port's counters are asked for, only their PortInfo.
         for (auto& p : sw.ports) p.lose_counters(kept_.optional.size());
+        sw.no_counters = true;
+        query_ports(i);
       });
 }
 
@@ -262,9 +264,8 @@ void SweepRun::query_ports(std::size_t i) {
 
 void SweepRun::ask_ports(std::size_t i) {
   auto& sw = switches_[i];
-  if (!sw.caps) return;
+  if (!sw.caps && !sw.no_counters) return;  // ClassPortInfo not in yet
   auto lid = sw.node->lid;
-  auto caps = *sw.caps;
   while (sw.next_port < sw.ports.size() && pending_[i] < kQueriesPerSwitch) {
     auto idx = sw.next_port++;
     int p = static_cast<int>(idx) + 1;
@@ -276,6 +277,8 @@ void SweepRun::ask_ports(std::size_t i) {
     } else if (!sa_pending_) {
       port_info(i, idx);
     }  // else when the SA's table is in (ask_port_info_records)
+    if (!sw.caps) continue;
+    const auto caps = *sw.caps;
     if (mad::needs_port_counters(caps)) {
       auto req = mad::Request::pma_get(lid, IB_GSI_PORT_COUNTERS);
       req.set(IB_PC_PORT_SELECT_F, static_cast<std::uint32_t>(p));

@@ -70,6 +70,8 @@ class SweepRun : public FanOut {
     bool answered = false;          // any query of this switch answered in this sweep
     bool emitted = false;
     std::size_t next_port = 0;  // index of the first port not asked yet, once caps are known
+    // ClassPortInfo never answered: no counters are asked, only the ports' PortInfo.
+    bool no_counters = false;
   };
 
   // Made with std::make_shared (a FanOut). `fresh`: the topology was discovered in this

@@ -23,7 +23,33 @@ using fabric::FabricConfig;
 class FabricDiscovery : public ::testing::Test {
  protected:
   void TearDown() override { settle(io_); }
+
+  // What one DiscoveryRun, driven directly, found, and how many of its queries failed.
+  struct Discovered {
+    std::shared_ptr<fabric::Topology> topology;
+    int failed = -1;
+  };
+  // One DiscoveryRun over `tree`, run to its end (the state it is given outlives the test's
+  // loop, so that a run that never ends leaves nothing dangling).
+  Discovered discover(const FatTree& tree, FabricConfig config = {}) {
+    kept_ = std::make_unique<fabric::FabricState>(io_, tree.engine(), std::move(config),
+                                                  std::make_shared<const NodeNameMap>(), "");
+    EXPECT_NE(kept_->mad.engine(), nullptr);
+    auto found = std::make_shared<Discovered>();
+    auto run = std::make_shared<fabric::DiscoveryRun>(
+        *kept_, [found](std::shared_ptr<fabric::Topology> t, int failed) {
+          found->topology = std::move(t);
+          found->failed = failed;
+        });
+    run->start();
+    run.reset();  // its queries hold it
+    EXPECT_TRUE(run_until(io_, [&] { return found->topology != nullptr; }))
+        << "the discovery never ended";
+    return *found;
+  }
+
   boost::asio::io_context io_;
+  std::unique_ptr<fabric::FabricState> kept_;
 };
 
 // One DiscoveryRun, driven directly: every switch with its LID, description and the PortInfo of
@@ -35,21 +61,11 @@ TEST_F(FabricDiscovery, ARunFindsEverySwitchCaAndCableOfAFatTree) {
   tree.fabric->add({local, IB_NODE_CA, 2, "host-1-1 mlx5_0", 1001});
   tree.fabric->cable(FatTree::leaf(3), 5, local, 2);  // a spare port of leaf 4
 
-  fabric::FabricState kept(io_, tree.engine(), FabricConfig{},
-                           std::make_shared<const NodeNameMap>(), "");
-  ASSERT_NE(kept.mad.engine(), nullptr);
-  std::shared_ptr<fabric::Topology> found;
-  int failed = -1;
-  auto run =
-      std::make_shared<fabric::DiscoveryRun>(kept, [&](std::shared_ptr<fabric::Topology> t, int f) {
-        found = std::move(t);
-        failed = f;
-      });
-  run->start();
-  run.reset();  // its queries hold it
-  ASSERT_TRUE(run_until(io_, [&] { return found != nullptr; }));
+  const auto run = discover(tree);
+  const auto& found = run.topology;
+  ASSERT_NE(found, nullptr);
 
-  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(run.failed, 0);
   EXPECT_EQ(found->count(IB_NODE_SWITCH), 6u);
   EXPECT_EQ(found->count(IB_NODE_CA), 8u);
   EXPECT_EQ(found->subnet_prefix, test_support::kSubnetPrefix);
@@ -95,6 +111,132 @@ TEST_F(FabricDiscovery, ARunFindsEverySwitchCaAndCableOfAFatTree) {
     EXPECT_FALSE(r.destination == "route 0" && r.port == 2)
         << "the local CA's port 2 asked about: only the default port leads out";
   }
+}
+
+// A node reached a second way (a leaf, from the second spine) only records the cable it was
+// reached by: it is asked its NodeDescription and PortInfos once, by the route it was first
+// reached by.
+TEST_F(FabricDiscovery, ANodeReachedASecondWayIsNotExploredAgain) {
+  FatTree tree(io_, 2, 4, 2);
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  EXPECT_EQ(run.failed, 0);
+  std::size_t reached_again = 0;
+  for (Guid sw : tree.switches()) {
+    SCOPED_TRACE(hex(sw));
+    reached_again += tree.fabric->count_asked(IB_ATTR_NODE_INFO, sw) > 1;
+    EXPECT_EQ(tree.fabric->count_asked(IB_ATTR_NODE_DESC, sw), 1u);
+    EXPECT_EQ(tree.fabric->count_asked(IB_ATTR_PORT_INFO, sw),
+              static_cast<std::size_t>(tree.ports_of(sw)) + 1);  // port 0 too
+  }
+  EXPECT_GT(reached_again, 0u) << "no node was reached a second way: the case tests nothing";
+  EXPECT_EQ(run.topology->cable_count(), 16u);
+}
+
+// No NodeInfo goes out through a port whose far end is known: not back through the port a
+// node was entered by, and not across a cable the node at the far end already asked through.
+// Each cable is crossed by one NodeInfo, and the daemon's own node is asked once.
+TEST_F(FabricDiscovery, NoNodeInfoCrossesACableWhoseFarEndIsKnown) {
+  FatTree tree(io_, 2, 4, 2);
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  EXPECT_EQ(run.failed, 0);
+  EXPECT_EQ(tree.fabric->count_asked(IB_ATTR_NODE_INFO, FatTree::host(0, 0)), 1u);
+  EXPECT_EQ(tree.fabric->count_asked(IB_ATTR_NODE_INFO), run.topology->cable_count() + 1);
+}
+
+// A CA other than the daemon's own is a leaf of the search, even with a second cable into the
+// fabric: it is asked no PortInfo (and so nothing is asked through it, which needs a port read
+// as up).
+TEST_F(FabricDiscovery, ACaOtherThanTheLocalOneIsNotExplored) {
+  FatTree tree(io_, 2, 4, 2);
+  const Guid dual = FatTree::host(1, 0);
+  tree.fabric->add({dual, IB_NODE_CA, 2, "host-2-1 mlx5_0", 1101});
+  tree.fabric->cable(FatTree::leaf(2), 5, dual, 2);  // a spare port of leaf 3
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  EXPECT_EQ(run.failed, 0);
+  EXPECT_EQ(run.topology->count(IB_NODE_CA), 8u);
+  for (int l = 0; l < 4; ++l) {
+    for (int h = 0; h < 2; ++h) {
+      if (l == 0 && h == 0) continue;  // the daemon's node
+      EXPECT_EQ(tree.fabric->count_asked(IB_ATTR_PORT_INFO, FatTree::host(l, h)), 0u)
+          << FatTree::host_name(l, h);
+    }
+  }
+  // Its second cable is seen from the leaf's side.
+  auto it = run.topology->links().find({FatTree::leaf(2), 5});
+  ASSERT_NE(it, run.topology->links().end());
+  EXPECT_EQ(it->second.remote_guid, dual);
+  EXPECT_EQ(it->second.remote_port, 2);
+}
+
+// A switch's LID and CapabilityMask are its port 0's (the only port that carries them); a
+// switch whose port 0 PortInfo is lost has neither, and the loss is counted.
+TEST_F(FabricDiscovery, ASwitchsLidAndCapabilityMaskComeFromItsPortZero) {
+  FatTree tree(io_, 2, 4, 2);
+  for (Guid sw : tree.switches()) tree.fabric->capability_mask(sw, mad::kPortCapExtendedSpeeds);
+  tree.fabric->lose(FatTree::leaf(2), 100, 0, FakeFabric::smp(IB_ATTR_PORT_INFO));
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  EXPECT_EQ(run.failed, 1);
+  for (Guid sw : tree.switches()) {
+    SCOPED_TRACE(hex(sw));
+    const auto* node = run.topology->find(sw);
+    ASSERT_NE(node, nullptr);
+    if (sw == FatTree::leaf(2)) {
+      EXPECT_EQ(node->lid, 0);
+      EXPECT_FALSE(node->port0_capability_mask);
+    } else {
+      EXPECT_EQ(node->lid, tree.lid_of(sw));
+      EXPECT_EQ(node->port0_capability_mask, mad::kPortCapExtendedSpeeds);
+    }
+  }
+}
+
+// DiscoveryRun's bound on its PortInfo queries out at once (kPortInfosOut, private).
+constexpr int kPortInfosOut = 256;
+
+// A fat tree one level of which has many more switch ports than kPortInfosOut: 30 leaves of 28
+// ports (24 hosts each) behind 2 spines.
+FatTree wide_tree(boost::asio::io_context& io) { return FatTree(io, 2, 30, 24); }
+
+// The PortInfo queries of a level wait for room: fewer than kPortInfosOut of the discovery's
+// queries are out when one is handed to the engine. Those not paced (a NodeInfo through a port
+// just read, a switch's NodeDescription and port 0 PortInfo) add at most one per switch.
+TEST_F(FabricDiscovery, PortInfoQueriesWaitForRoom) {
+  auto tree = wide_tree(io_);
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  EXPECT_EQ(run.failed, 0);
+  EXPECT_EQ(run.topology->count(IB_NODE_SWITCH), 32u);
+  EXPECT_EQ(run.topology->count(IB_NODE_CA), 30u * 24);
+  for (Guid sw : tree.switches()) {
+    const auto& infos = run.topology->find(sw)->port_info;
+    EXPECT_EQ(std::count_if(infos.begin(), infos.end(), [](const auto& i) { return i; }),
+              tree.ports_of(sw))
+        << hex(sw);
+  }
+  ASSERT_GT(tree.switch_ports(), 2 * kPortInfosOut);
+  EXPECT_LE(tree.fabric->peak_total_in_flight(), kPortInfosOut + 32);
+}
+
+// A query that fails gives its room on to the PortInfo queries waiting: when every leaf drops
+// its PortInfo SMPs, each of their ports is still asked once, and every loss counted.
+TEST_F(FabricDiscovery, ALostQueryGivesItsRoomToThoseWaiting) {
+  auto tree = wide_tree(io_);
+  for (int l = 1; l < tree.leaves; ++l) {
+    tree.fabric->lose(FatTree::leaf(l), 100, std::nullopt, FakeFabric::smp(IB_ATTR_PORT_INFO));
+  }
+  const auto run = discover(tree);
+  ASSERT_NE(run.topology, nullptr);
+  const int lost = (tree.leaves - 1) * (tree.leaf_ports + 1);  // port 0 too
+  ASSERT_GT(lost, kPortInfosOut);
+  EXPECT_EQ(run.failed, lost);
+  EXPECT_EQ(run.topology->count(IB_NODE_SWITCH), 32u);
+  // Every switch's ports and port 0, and the daemon's own port.
+  EXPECT_EQ(sent(*tree.fabric, FakeFabric::smp(IB_ATTR_PORT_INFO)).size(),
+            static_cast<std::size_t>(tree.switch_ports() + 32 + 1));
 }
 
 // What the collector exports of a discovery: every node with its type, description and name,

@@ -85,6 +85,8 @@ class FakeFabric final : public mad::Engine {
   }
   // The LMC of a node's port (PortInfo.LMC): it owns LIDs lid .. lid + 2^lmc - 1.
   void lmc(std::uint64_t guid, int lmc) { lmc_[guid] = lmc; }
+  // PortInfo.CapabilityMask of a node's ports (of a switch, its port 0 only; 0 by default).
+  void capability_mask(std::uint64_t guid, std::uint32_t mask) { capability_mask_[guid] = mask; }
 
   // A Subnet Manager running on a node: it answers SMInfo there (GUID: its port GUID), and,
   // in state master, the SA's SMInfoRecord table of every SM running. `answers` false: it is
@@ -270,11 +272,18 @@ class FakeFabric final : public mad::Engine {
     return it == peak_in_flight_.end() ? 0 : it->second;
   }
   int peak_destinations() const { return peak_destinations_; }
+  // The most requests there were in flight at once, to any destinations.
+  int peak_total_in_flight() const { return peak_total_in_flight_; }
+  // The most destinations addressed by LID (a sweep's; a discovery's go by directed route) that
+  // had requests in flight at once.
+  int peak_lid_destinations() const { return peak_lid_destinations_; }
   // Forgets the requests and peaks seen so far (not what is in flight).
   void clear_requests() {
     requests_.clear();
     peak_in_flight_.clear();
     peak_destinations_ = 0;
+    peak_total_in_flight_ = 0;
+    peak_lid_destinations_ = 0;
   }
 
  private:
@@ -354,13 +363,23 @@ class FakeFabric final : public mad::Engine {
     auto destination = q.to.to_string();
     requests_.push_back({destination, q.mgmt_class, q.attr_id, port_of(q)});
     auto& n = in_flight_[destination];
-    if (n++ == 0) ++destinations_in_flight_;
+    if (n++ == 0) {
+      ++destinations_in_flight_;
+      if (destination.starts_with("lid ")) {
+        peak_lid_destinations_ = std::max(peak_lid_destinations_, ++lid_destinations_in_flight_);
+      }
+    }
     peak_in_flight_[destination] = std::max(peak_in_flight_[destination], n);
     peak_destinations_ = std::max(peak_destinations_, destinations_in_flight_);
+    peak_total_in_flight_ = std::max(peak_total_in_flight_, ++total_in_flight_);
     return destination;
   }
   void delivered(const std::string& destination) {
-    if (--in_flight_[destination] == 0) --destinations_in_flight_;
+    if (--in_flight_[destination] == 0) {
+      --destinations_in_flight_;
+      if (destination.starts_with("lid ")) --lid_destinations_in_flight_;
+    }
+    --total_in_flight_;
   }
 
   std::set<std::pair<std::uint64_t, std::uint16_t>> pma_rejects_;
@@ -370,6 +389,8 @@ class FakeFabric final : public mad::Engine {
   std::vector<Sent> requests_;
   std::map<std::string, int> in_flight_, peak_in_flight_;
   int destinations_in_flight_ = 0, peak_destinations_ = 0;
+  int total_in_flight_ = 0, peak_total_in_flight_ = 0;
+  int lid_destinations_in_flight_ = 0, peak_lid_destinations_ = 0;
 
   // ---- End of the fabric collector's block. ----
 
@@ -471,6 +492,11 @@ class FakeFabric final : public mad::Engine {
     mad_set_field(data, 0, IB_PORT_LINK_WIDTH_ACTIVE_F, 2);
     mad_set_field(data, 0, IB_PORT_LINK_SPEED_ACTIVE_F, 1);
     port_info_extras(node, data);
+    // A switch's external ports carry no CapabilityMask: its port 0's applies.
+    auto mask = capability_mask_.find(node.guid);
+    if (mask != capability_mask_.end() && (node.type != IB_NODE_SWITCH || port == 0)) {
+      mad_set_field(data, 0, IB_PORT_CAPMASK_F, mask->second);
+    }
     for (auto key : {std::pair{node.guid, std::optional<int>{port}},
                      std::pair{node.guid, std::optional<int>{}}}) {
       if (auto it = oper_vls_.find(key); it != oper_vls_.end()) {
@@ -630,6 +656,7 @@ class FakeFabric final : public mad::Engine {
   std::optional<std::size_t> port_info_records_cut_;
   std::map<std::pair<std::uint64_t, std::uint32_t>, std::vector<std::uint8_t>> lft_;
   std::map<std::uint64_t, int> lmc_;
+  std::map<std::uint64_t, std::uint32_t> capability_mask_;
   std::map<std::uint64_t, Sm> sms_;  // by the node they run on
   std::uint16_t master_sm_lid_ = 0;
   std::map<std::uint64_t, std::pair<std::uint16_t, std::uint32_t>> pma_caps_;

@@ -20,6 +20,7 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <map>
@@ -361,6 +362,35 @@ TEST_F(PathsRunTest, WhatTheBudgetLeavesIsDeferredToALaterRun) {
   EXPECT_EQ(hops(m, "host-c", "from_peer"), kFromC);
 }
 
+// A peer never traced goes before a path traced again: under a budget that leaves two queries
+// after this node's and the verification's, the new peer's query is asked before the stale
+// path's, which waits for a later run.
+TEST_F(PathsRunTest, ANewPeerGoesBeforeAPathTracedAgain) {
+  constexpr std::uint16_t kLidC2 = 70;  // in the tables' second block
+  tree_.fabric->add({kHostC, IB_NODE_CA, 1, "host-c mlx5_0", kLidC2});
+  tree_.route_host(kLidC2, 3, 1);
+  publish({{"a-peer", "mad", kLidB}});  // sorts first
+  PathsConfig config;
+  config.verify_every = 0s;
+  config.max_mads_per_run = 6;  // this node's 3, a verification's 1, then 2
+  auto c = collector(config);
+  MetricFamilies m;
+  for (int runs = 0; runs < 10 && peers_in(m, "traced") < 1; ++runs) m = run(*c);
+  ASSERT_EQ(peers_in(m, "traced"), 1);
+  // leaf-1's block 0 changes (a new LID in it): a-peer's path is stale (route_change), the
+  // nodes are read again; host-c is new.
+  tree_.fabric->forward(kLeaf1, 14, 3);
+  tree_.fabric->sm(kHostD).activity += 1;
+  publish({{"a-peer", "mad", kLidB}, {"host-c", "mad", kLidC2}});
+  const auto before = tree_.fabric->asked.size();
+  m = run(*c);
+  ASSERT_EQ(tree_.fabric->asked.size() - before, 6u);
+  // The 5th: NodeInfo of leaf-1, which both traces need; the 6th: host-c's table block.
+  EXPECT_EQ(tree_.fabric->asked.back().attr_id, IB_ATTR_LINEARFORWTBL);
+  EXPECT_EQ(tree_.fabric->asked.back().attr_mod, 1u) << "host-c's block, not a-peer's next node";
+  EXPECT_EQ(traces(m, "route_change"), 0);
+}
+
 // --- When a path is traced again -------------------------------------------------------------
 
 // A new master SM (another GUID at MasterSMLID): everything is forgotten and traced again.
@@ -455,6 +485,28 @@ TEST_F(PathsRunTest, ABlockThatNoLongerAnswersIsHopLostThenRetried) {
             1u);
 }
 
+// A path already to be traced again keeps the cause it has when one of its blocks changes: a
+// path failing since a switch stopped answering its table is a retry, not a route_change.
+TEST_F(PathsRunTest, AChangedBlockDoesNotRenameTheCauseOfAPathAlreadyStale) {
+  PathsConfig config;
+  config.verify_every = 0s;
+  auto c = collector(config);
+  run(*c);
+  tree_.fabric->lose(kSpine1, 100, std::nullopt, FakeFabric::smp(IB_ATTR_LINEARFORWTBL));
+  tree_.fabric->sm(kHostD).activity += 1;
+  auto m = run(*c);
+  ASSERT_EQ(traces(m, "hop_lost"), 1);
+  ASSERT_EQ(untraced(m, "host-c", "to_peer", "no_answer"), 1);
+  tree_.fabric->forward(kLeaf2, 14, 3);  // leaf-2's block 0, on host-c's last good path, changes
+  tree_.fabric->sm(kHostD).activity += 1;
+  const auto leaf2_reads = tree_.fabric->count_asked(IB_ATTR_LINEARFORWTBL, kLeaf2);
+  m = run(*c);
+  EXPECT_EQ(tree_.fabric->count_asked(IB_ATTR_LINEARFORWTBL, kLeaf2), leaf2_reads + 1)
+      << "verified";
+  EXPECT_EQ(traces(m, "route_change"), 0);
+  EXPECT_EQ(traces(m, "retry"), 1);
+}
+
 // A failed attempt reads the blocks it used again at the retry (they may have been read before
 // the SM programmed them).
 TEST_F(PathsRunTest, ARetryReadsTheBlocksOfTheFailedAttemptAgain) {
@@ -522,6 +574,172 @@ TEST_F(PathsRunTest, ALocalPortWithoutALidFailsTheRun) {
   EXPECT_EQ(r.error, "the local port has no LID yet (is a Subnet Manager running?)");
   // Its other metrics are kept: the SMPs it sent (NodeInfo, PortInfo, SMInfo).
   EXPECT_EQ(value(r.metrics, "ibfabric_path_mads_total", {}), 3);
+}
+
+// A switch that answers NodeInfo but not its forwarding table, and a peer's port that does not
+// answer PortInfo: each leg is no_answer, with what did not answer in the log.
+TEST_F(PathsRunTest, ATableOrAPeersPortInfoNotAnsweredIsNoAnswer) {
+  tree_.fabric->lose(kSpine1, 100, std::nullopt, FakeFabric::smp(IB_ATTR_LINEARFORWTBL));
+  tree_.fabric->lose(kHostB, 100, std::nullopt, FakeFabric::smp(IB_ATTR_PORT_INFO));
+  test_support::LogCapture log;
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(untraced(m, "host-c", "to_peer", "no_answer"), 1);
+  EXPECT_EQ(untraced(m, "host-b", "to_peer", "no_answer"), 1);
+  auto lines = log.take();
+  EXPECT_EQ(test_support::count_containing(
+                lines, "detail=\"switch 0x0002c90200002001 did not answer LinearForwardingTable\""),
+            1u);
+  EXPECT_EQ(test_support::count_containing(
+                lines, "detail=\"node 0x0002c90300000b00 did not answer PortInfo\""),
+            1u);
+}
+
+// The daemon's node must be a CA (a switch's own port 0 leads nowhere a probe goes).
+TEST_F(PathsRunTest, ALocalNodeThatIsNotACaFailsTheRun) {
+  tree_.fabric->add({kHostA, IB_NODE_SWITCH, 1, "host-a", kLidA});
+  auto c = collector();
+  auto r = collect(*c);
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.error, "the local port has no LID yet (is a Subnet Manager running?)");
+  EXPECT_TRUE(samples(r.metrics, "ibfabric_path_hop_info").empty());
+}
+
+// The local node, or its port, not answering fails the run, with the reason.
+TEST_F(PathsRunTest, ALocalNodeOrPortThatDoesNotAnswerFailsTheRun) {
+  {
+    tree_.fabric->silence(kHostA);
+    auto c = collector();
+    auto r = collect(*c);
+    EXPECT_FALSE(r.success);
+    EXPECT_EQ(r.error, "the local node did not answer NodeInfo");
+    tree_.fabric->silence(kHostA, false);
+  }
+  tree_.fabric->lose(kHostA, 100, 1, FakeFabric::smp(IB_ATTR_PORT_INFO));
+  auto c = collector();
+  auto r = collect(*c);
+  EXPECT_FALSE(r.success);
+  EXPECT_EQ(r.error, "the local port did not answer PortInfo");
+}
+
+// No MasterSMLID in the local PortInfo (no SM has programmed it): no SMInfo is asked, and the
+// paths are traced all the same.
+TEST_F(PathsRunTest, WithoutAnSmLidNoSmInfoIsAsked) {
+  tree_.fabric->master_sm_lid(0);
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(peers_in(m, "traced"), 2);
+  for (const auto& r : tree_.fabric->requests()) {
+    EXPECT_NE(r.attribute, IB_ATTR_SMINFO) << r.destination;
+  }
+}
+
+// An SM that does not answer SMInfo leaves the paths traced.
+TEST_F(PathsRunTest, AnSmThatDoesNotAnswerLeavesThePathsTraced) {
+  tree_.fabric->sm(kHostD).answers = false;
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(value(m, "ibfabric_path_query_errors_total", {{"attribute", "sm_info"}}), 1);
+  EXPECT_EQ(peers_in(m, "traced"), 2);
+  EXPECT_EQ(hops(m, "host-c", "to_peer"), kToC);
+}
+
+// Without an SM's ActCount to go by, the tables in use are read again every verify_every.
+TEST_F(PathsRunTest, WithoutAnSmAnsweringTheTablesAreVerifiedEveryVerifyEvery) {
+  tree_.fabric->sm(kHostD).answers = false;
+  PathsConfig config;
+  config.verify_every = 0s;
+  auto c = collector(config);
+  run(*c);
+  tree_.fabric->forward(kLeaf2, kLidA, 4);  // as in TablesAreVerifiedWhenTheSmsActivityCountMoved
+  auto m = run(*c);
+  EXPECT_EQ(lft_reads_, 4u);  // the 3 blocks in use, then spine-2's on the new route
+  EXPECT_EQ(traces(m, "route_change"), 1);
+}
+
+// A peer the probe collector no longer probes is forgotten: its series go.
+TEST_F(PathsRunTest, APeerNoLongerProbedIsForgotten) {
+  auto c = collector();
+  auto m = run(*c);
+  ASSERT_EQ(hops(m, "host-c", "to_peer"), kToC);
+  publish({{"host-b", "mad", kLidB}});
+  m = run(*c);
+  EXPECT_TRUE(hops(m, "host-c", "to_peer").empty());
+  EXPECT_TRUE(samples(m, "ibfabric_path_peer_info", {{"peer", "host-c"}}).empty());
+  EXPECT_EQ(peers_in(m, "traced"), 1);
+}
+
+// Two hosts cabled back to back (the SM on the peer): each leg is the one cable, the answer's
+// leg ending at this node without a switch's table to read.
+TEST_F(PathsRunTest, TwoCasCabledBackToBackAreOneCableEachWay) {
+  constexpr std::uint64_t kHostE = 0x0002c90300000e00ull;
+  constexpr std::uint16_t kLidE = 15;
+  tree_.fabric->unplug(kLeaf1, 1);
+  tree_.fabric->add({kHostE, IB_NODE_CA, 1, "host-e mlx5_0", kLidE});
+  tree_.fabric->cable(kHostA, 1, kHostE, 1);
+  tree_.fabric->stop_sm(kHostD);
+  tree_.fabric->run_sm(kHostE, {kHostE + 1, 100, 10, 3, true});
+  tree_.fabric->master_sm_lid(kLidE);
+  publish({{"host-e", "mad", kLidE}});
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(peers_in(m, "traced"), 1);
+  EXPECT_EQ(hops(m, "host-e", "to_peer"),
+            (std::vector<std::string>{cable(kHostA, 1, kHostE, 1, "a_to_b")}));
+  EXPECT_EQ(hops(m, "host-e", "from_peer"),
+            (std::vector<std::string>{cable(kHostA, 1, kHostE, 1, "b_to_a")}));
+  EXPECT_EQ(lft_reads_, 0u);
+}
+
+// The answer's leg must end at this node: a LID two ports hold (an SM handed out a LID a port
+// still had) that leads the answers to another node is wrong_destination.
+TEST_F(PathsRunTest, ThisNodesLidLeadingToAnotherNodeIsWrongDestination) {
+  tree_.fabric->add({kHostB, IB_NODE_CA, 1, "host-b mlx5_0", kLidA});
+  tree_.fabric->forward(kLeaf1, kLidA, 2);  // leaf-1 sends this node's LID to host-b
+  publish({{"host-c", "mad", kLidC}});
+  test_support::LogCapture log;
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(hops(m, "host-c", "to_peer"), kToC);
+  EXPECT_EQ(untraced(m, "host-c", "from_peer", "wrong_destination"), 1);
+  EXPECT_FALSE(untraced(m, "host-c", "to_peer", "wrong_destination"));
+  EXPECT_EQ(test_support::count_containing(
+                log.take(), "detail=\"this node's LID led to node 0x0002c90300000b00\""),
+            1u);
+}
+
+// A node two traces reach by the same route at once is asked once: the second waits for the
+// first's answer.
+TEST_F(PathsRunTest, ANodeTwoTracesReachAtOnceIsAskedOnce) {
+  auto c = collector();
+  auto m = run(*c);
+  EXPECT_EQ(peers_in(m, "traced"), 2);
+  auto node_infos = std::count_if(
+      tree_.fabric->requests().begin(), tree_.fabric->requests().end(), [](const auto& r) {
+        return r.attribute == IB_ATTR_NODE_INFO && r.destination == "route 0,1";
+      });
+  EXPECT_EQ(node_infos, 1);
+}
+
+// A verification the MAD budget cuts short loses no hop: the blocks it could not read stay
+// cached and their paths traced (they are read at a later verification).
+TEST_F(PathsRunTest, AVerificationTheBudgetCutsShortLosesNoHop) {
+  PathsConfig config;
+  config.verify_every = 0s;
+  config.max_mads_per_run = 5;  // this node's 3, then 2 of the 3 blocks in use
+  auto c = collector(config);
+  auto m = run(*c);
+  for (int runs = 1; peers_in(m, "traced") < 2 && runs < 30; ++runs) m = run(*c);
+  ASSERT_EQ(peers_in(m, "traced"), 2);
+  ASSERT_EQ(value(m, "ibfabric_path_cached_tables", {}), 3);
+  tree_.fabric->sm(kHostD).activity += 1;
+  m = run(*c);
+  EXPECT_EQ(lft_reads_, 2u);
+  EXPECT_EQ(value(m, "ibfabric_path_cached_tables", {}), 3);
+  EXPECT_EQ(traces(m, "hop_lost"), 0);
+  m = run(*c);
+  EXPECT_EQ(lft_reads_, 0u) << "nothing stale";
+  EXPECT_EQ(traces(m, "hop_lost"), 0);
 }
 
 }  // namespace

@@ -76,9 +76,11 @@ struct Rig {
   std::shared_ptr<ProbeRun> prober;
   CollectResult result;  // of the latest collect()
 
+  // The prober takes the engine `engine` holds at each call, as the daemon's factory gives the
+  // engine of the latest configuration.
   void make(ProbeConfig config) {
     prober = std::make_shared<ProbeRun>(
-        io, std::move(config), [e = engine]() -> std::shared_ptr<mad::Engine> { return e; }, names,
+        io, std::move(config), [this]() -> std::shared_ptr<mad::Engine> { return engine; }, names,
         directory, [this] { return now; });
   }
   ~Rig() {
@@ -369,6 +371,18 @@ std::vector<mad::LocalPort> own_ports() {
   return {port};
 }
 
+TargetConfig by_port_guid() {
+  TargetConfig t;
+  t.guid = 0x0002c90300000a01;
+  t.name = "by-guid";
+  return t;
+}
+
+// The SA's NodeRecord of the by_port_guid() target's port, at `lid`.
+std::vector<std::uint8_t> target_record(std::uint16_t lid) {
+  return node_record(lid, IB_NODE_CA, 0x0002c90300000a00, 0x0002c90300000a01, "gpu-05 mlx5_0");
+}
+
 // Targets by port GUID and by node description, and discovery: one SA lookup each, and the
 // peers follow the answers. Discovery takes one port per CA, never a switch, never this node.
 TEST(ProbeRun, SaLookupsResolveTargetsByGuidAndDescriptionAndDiscoveryNeverTakesThisNode) {
@@ -615,6 +629,280 @@ TEST(ProbeRun, PrepareMadWithoutAResponderDeclaresNothingAndSaysWhetherMadIsUsed
     EXPECT_FALSE(rig.prober->prepare_mad()) << "UDP only: the daemon need not open a MAD port";
     EXPECT_TRUE(rig.engine->served.empty());
   }
+}
+
+// A node whose probes are all UDP has no MAD work in a collection: a failed port listing is
+// not its failure, and nothing is asked over MAD.
+TEST(ProbeRun, AProberWithoutMadWorkIgnoresThePortListing) {
+  Rig rig;
+  auto config = mad_config({});
+  TargetConfig udp;
+  udp.address = "192.0.2.1:10917";
+  udp.name = "udp-peer";
+  config.targets = {udp};
+  rig.make(config);
+  rig.engine->port = mad::PortAddress{"mlx5_0", 1};
+  rig.prober->refresh_mad(std::nullopt, "listing the local InfiniBand ports failed");
+  rig.collect();
+  EXPECT_TRUE(rig.result.success) << rig.result.error;
+  rig.prober->refresh_mad(own_ports(), "");
+  EXPECT_TRUE(rig.engine->held.empty());
+  EXPECT_TRUE(rig.engine->served.empty());
+}
+
+// MAD targets on a node whose listing finds no InfiniBand port: said in the collection's
+// failure (a responder alone is skipped quietly: NodeInfoWithoutInfinibandIsTheHostName).
+TEST(ProbeRun, MadTargetsOnANodeWithoutInfinibandAreAFailure) {
+  Rig rig;
+  rig.make(mad_config({by_lid(5)}));
+  rig.prober->refresh_mad(std::vector<mad::LocalPort>{}, "");
+  auto out = rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  EXPECT_NE(rig.result.error.find("no InfiniBand port for MAD probes"), std::string::npos)
+      << rig.result.error;
+  EXPECT_EQ(info(out, "ibfabric_probe_node_info", {}),
+            (std::map<std::string, std::string>{{"node_name", host_name()}}));
+}
+
+// Before the SA has answered a first lookup, a target without a LID is not "not known to the
+// SA": it is being looked up.
+TEST(ProbeRun, ATargetIsNotUnknownToTheSaBeforeItFirstAnswers) {
+  Rig rig;
+  rig.make(mad_config({by_port_guid()}));
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  rig.collect();
+  EXPECT_TRUE(rig.result.success) << rig.result.error;
+  EXPECT_TRUE(rig.directory->peers().empty());
+}
+
+// A lookup still out when the next collection comes is not asked a second time.
+TEST(ProbeRun, ALookupStillOutIsNotAskedAgain) {
+  Rig rig;
+  auto config = mad_config({by_port_guid()});
+  config.resolve_interval = 0s;
+  rig.make(config);
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  rig.prober->refresh_mad(own_ports(), "");
+  EXPECT_EQ(rig.engine->held.size(), 1u);
+  answer_table(*rig.engine, {target_record(11)});
+  rig.prober->refresh_mad(own_ports(), "");
+  EXPECT_EQ(rig.engine->held.size(), 1u) << "once answered, asked again (resolve_interval 0)";
+}
+
+// An answered lookup is asked again resolve_interval later, not at every collection.
+TEST(ProbeRun, AnAnsweredLookupIsAskedAgainOnlyAfterResolveInterval) {
+  for (auto interval : {std::chrono::nanoseconds{1h}, std::chrono::nanoseconds{0}}) {
+    SCOPED_TRACE("resolve_interval " + std::to_string(interval.count()) + "ns");
+    Rig rig;
+    auto config = mad_config({by_port_guid()});
+    config.resolve_interval = interval;
+    rig.make(config);
+    rig.prober->start();
+    rig.prober->refresh_mad(own_ports(), "");
+    answer_table(*rig.engine, {target_record(11)});
+    EXPECT_EQ(rig.directory->peers(), (std::vector<ProbedPeer>{{"by-guid", "mad", 11}}));
+    rig.prober->refresh_mad(own_ports(), "");
+    EXPECT_EQ(rig.engine->held.size(), interval.count() > 0 ? 0u : 1u);
+  }
+}
+
+// A lookup that fails after one that answered keeps the peers the earlier one resolved (and
+// says so in the collection's failure).
+TEST(ProbeRun, AFailedLookupKeepsThePeersResolvedBefore) {
+  Rig rig;
+  auto config = mad_config({by_port_guid()});
+  config.resolve_interval = 0s;
+  rig.make(config);
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  answer_table(*rig.engine, {target_record(11)});
+  rig.prober->refresh_mad(own_ports(), "");
+  answer_failed(*rig.engine, mad::Status::timeout, "no answer");
+  EXPECT_EQ(rig.directory->peers(), (std::vector<ProbedPeer>{{"by-guid", "mad", 11}}));
+  rig.prober->refresh_mad(own_ports(), "");
+  rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  EXPECT_NE(rig.result.error.find("SA NodeRecord lookup: timeout"), std::string::npos)
+      << rig.result.error;
+  EXPECT_EQ(rig.result.error.find("not known to the SA"), std::string::npos) << rig.result.error;
+  rig.run_until_queued(2);  // the lookup asked again, and a probe
+  EXPECT_EQ(rig.engine->held.back().request.to.lid, 11);
+}
+
+// A target the SA now places at another LID (its port re-cabled, or the SM gave it another) is
+// the same peer: its probes go to the new LID and its counters go on.
+TEST(ProbeRun, ATargetAtANewLidIsProbedThereAndKeepsItsCounters) {
+  Rig rig;
+  auto config = mad_config({by_port_guid()});
+  config.resolve_interval = 0s;
+  rig.make(config);
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  answer_table(*rig.engine, {target_record(11)});
+  for (int i = 0; i < 2; ++i) {
+    rig.run_until_queued(1);
+    EXPECT_EQ(rig.engine->held.front().request.to.lid, 11);
+    answer_ping(*rig.engine, 100us, 10us);
+  }
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.front().request.attr_id, IB_SA_ATTR_NODERECORD);
+  answer_table(*rig.engine, {target_record(21)});
+  EXPECT_EQ(rig.directory->peers(), (std::vector<ProbedPeer>{{"by-guid", "mad", 21}}));
+  rig.engine->held.clear();  // probes sent before the answer
+  rig.run_until_queued(1);
+  EXPECT_EQ(rig.engine->held.front().request.to.lid, 21);
+  answer_ping(*rig.engine, 100us, 10us);
+  auto out = rig.collect();
+  EXPECT_EQ(value(out, "ibfabric_probe_received_total", peer("by-guid")), 3);
+}
+
+// The NodeDescription of this node's CA is asked once while it is out, not at every
+// collection.
+TEST(ProbeRun, ANodeDescriptionStillOutIsNotAskedAgain) {
+  Rig rig;
+  rig.engine->port = mad::PortAddress{"mlx5_0", 1};
+  rig.make(mad_config({by_lid(5)}));
+  rig.prober->refresh_mad(own_ports(), "");
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  EXPECT_EQ(rig.engine->held.front().request.attr_id, IB_ATTR_NODE_DESC);
+}
+
+// Another CA at the engine's default port (the adapter replaced, or the port now another's):
+// its own NodeDescription is asked, and until it answers the node is not named by the old one.
+TEST(ProbeRun, AnotherCaAtTheDefaultPortIsDescribedAnew) {
+  Rig rig;
+  rig.engine->port = mad::PortAddress{"mlx5_0", 1};
+  rig.make(mad_config({by_lid(5)}));
+  auto description = [](const char* text) {
+    std::vector<std::uint8_t> d(IB_SMP_DATA_SIZE, 0);
+    std::memcpy(d.data(), text, std::strlen(text));
+    return d;
+  };
+  rig.prober->refresh_mad(own_ports(), "");
+  answer_ok(*rig.engine, 0ns, description("gpu-01 HCA-1"));
+  EXPECT_EQ(info(rig.collect(), "ibfabric_probe_node_info", {})["node_name"], "gpu-01 HCA-1");
+
+  auto replaced = own_ports();
+  replaced[0].node_guid = 0x0002c90300000020;
+  replaced[0].port_guid = 0x0002c90300000021;
+  rig.prober->refresh_mad(replaced, "");
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  EXPECT_EQ(rig.engine->held.front().request.attr_id, IB_ATTR_NODE_DESC);
+  EXPECT_TRUE(samples(rig.collect(), "ibfabric_probe_node_info").empty());
+  answer_ok(*rig.engine, 0ns, description("gpu-02 HCA-1"));
+  EXPECT_EQ(info(rig.collect(), "ibfabric_probe_node_info", {}),
+            (std::map<std::string, std::string>{{"node_guid", "0x0002c90300000020"},
+                                                {"node_name", "gpu-02 HCA-1"}}));
+}
+
+// The answer to a NodeDescription asked of the CA that was there before is not the new CA's.
+TEST(ProbeRun, ADescriptionOfTheCaThatWasThereBeforeIsNotTheNewOnes) {
+  Rig rig;
+  rig.engine->port = mad::PortAddress{"mlx5_0", 1};
+  rig.make(mad_config({by_lid(5)}));
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.size(), 1u);
+  auto replaced = own_ports();
+  replaced[0].node_guid = 0x0002c90300000020;
+  rig.prober->refresh_mad(replaced, "");
+  std::vector<std::uint8_t> old(IB_SMP_DATA_SIZE, 0);
+  std::memcpy(old.data(), "gpu-01 HCA-1", 12);
+  answer_ok(*rig.engine, 0ns, old);
+  EXPECT_TRUE(samples(rig.collect(), "ibfabric_probe_node_info").empty());
+  rig.prober->refresh_mad(replaced, "");
+  ASSERT_EQ(rig.engine->held.size(), 1u) << "the new CA's is asked";
+}
+
+// A reload that replaced the MAD engine: the responder is served on the new one.
+TEST(ProbeRun, TheResponderIsServedOnAReplacedEngine) {
+  Rig rig;
+  auto config = mad_config({});
+  config.mad_responder = true;
+  rig.make(config);
+  ASSERT_TRUE(rig.prober->prepare_mad());
+  ASSERT_EQ(rig.engine->served.size(), 1u);
+  auto first = rig.engine;
+  rig.engine = std::make_shared<FakeFabric>(rig.io, FakeFabric::Held{});
+  rig.prober->refresh_mad(own_ports(), "");
+  EXPECT_EQ(rig.engine->served.size(), 1u);
+  EXPECT_EQ(rig.engine->refreshes, 1);
+  EXPECT_EQ(first->served.size(), 1u);
+}
+
+// More peers than max_probes_per_second allows at probe_interval: the interval is stretched
+// (so that the rate holds), said once, not at every update of the peers.
+TEST(ProbeRun, MorePeersThanTheRateAllowsStretchTheIntervalSaidOnce) {
+  LogCapture log;
+  Rig rig;
+  auto config = mad_config({by_lid(5), by_lid(6), by_lid(7)});
+  config.max_probes_per_second = 1;
+  config.rotate_every = 1min;
+  rig.make(config);
+  rig.prober->start();
+  rig.now += 1min;
+  rig.prober->rotate();  // the same three peers, scheduled again
+  EXPECT_EQ(
+      test_support::count_containing(
+          log.take(), "probe: 3 peers at max_probes_per_second 1 stretch the probe interval to 3s"),
+      1u);
+}
+
+// Probes never sent are said in the collection's failure, at most 8 of them (a port gone under
+// a hundred peers is one problem, not a hundred).
+TEST(ProbeRun, ProbesNeverSentAreSaidAtMostEightTimes) {
+  Rig rig;
+  std::vector<TargetConfig> targets;
+  for (std::uint16_t lid = 1; lid <= 10; ++lid) targets.push_back(by_lid(lid));
+  rig.make(mad_config(targets));
+  rig.prober->start();
+  rig.run_until_queued(10);
+  while (!rig.engine->held.empty()) {
+    answer_failed(*rig.engine, mad::Status::port_unavailable, "no local CA port found");
+  }
+  rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  std::size_t said = 0;
+  for (auto at = rig.result.error.find("probe to "); at != std::string::npos;
+       at = rig.result.error.find("probe to ", at + 1)) {
+    ++said;
+  }
+  EXPECT_EQ(said, 8u) << rig.result.error;
+}
+
+// A round of lookups in which several fail reports the first failure (one line, not one per
+// target).
+TEST(ProbeRun, ARoundOfFailedLookupsReportsTheFirstFailure) {
+  Rig rig;
+  TargetConfig by_description;
+  by_description.node_description = "gpu-07 mlx5_0";
+  by_description.name = "gpu-07 mlx5_0";
+  rig.make(mad_config({by_port_guid(), by_description}));
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  ASSERT_EQ(rig.engine->held.size(), 2u);
+  answer_failed(*rig.engine, mad::Status::timeout, "no answer");
+  answer_failed(*rig.engine, mad::Status::mad_status, "invalid attribute");
+  rig.prober->refresh_mad(own_ports(), "");
+  rig.collect();
+  EXPECT_FALSE(rig.result.success);
+  EXPECT_NE(rig.result.error.find("SA NodeRecord lookup: timeout (no answer)"), std::string::npos)
+      << rig.result.error;
+  EXPECT_EQ(rig.result.error.find("invalid attribute"), std::string::npos) << rig.result.error;
+}
+
+// The engine's default port not among the ports listed (its CA gone since it was chosen): no
+// CA to describe, and the node is not named.
+TEST(ProbeRun, ADefaultPortTheListingDoesNotHoldIsNotDescribed) {
+  Rig rig;
+  rig.engine->port = mad::PortAddress{"mlx5_1", 1};
+  rig.make(mad_config({by_lid(5)}));
+  rig.prober->refresh_mad(own_ports(), "");  // mlx5_0 only
+  EXPECT_TRUE(rig.engine->held.empty());
+  EXPECT_TRUE(samples(rig.collect(), "ibfabric_probe_node_info").empty());
 }
 
 }  // namespace

@@ -572,6 +572,19 @@ TEST_F(FabricSweep, QueryWindowsBoundWhatIsOutPerSwitchAndHowManySwitches) {
   }
 }
 
+// A switch with nothing to ask (no routable LID) is passed over: the next takes its place in
+// the window, which still holds 16 switches with queries out.
+TEST_F(FabricSweep, ASwitchWithNothingToAskLeavesItsPlaceInTheWindow) {
+  FatTree tree(io_, 4, 16, 1, 31);
+  capabilities(tree, kExtended);
+  tree.fabric->add({FatTree::leaf(0), IB_NODE_SWITCH, tree.leaf_ports, "leaf-1", 0});  // first
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 19);
+  EXPECT_EQ(tree.fabric->peak_lid_destinations(), 16);
+}
+
 // keep_unread: a port whose queries are lost keeps the values it was last read with, with its
 // age in port_stale_seconds, counted stale and failed; only the lost parts are taken from
 // memory; the timeouts are counted per switch; once it answers, it is current again.
@@ -762,6 +775,117 @@ TEST_F(FabricSweep, ALostClassPortInfoUsesTheCapabilitiesLastAnswered) {
     EXPECT_FALSE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", leaf, p));
   }
   EXPECT_TRUE(c.metrics.port("ibfabric_fabric_port_symbol_errors_total", FatTree::leaf(1), 1));
+}
+
+// A PMA that rejects a query (a MAD status) answered it: the failure is counted under its
+// attribute, not as a timeout of the switch, as a lost query is.
+TEST_F(FabricSweep, ARejectedQueryIsNotCountedAsATimeout) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid rejecting = FatTree::leaf(1), lossy = FatTree::leaf(0);
+  tree.fabric->reject_pma(rejecting, IB_GSI_PORT_COUNTERS_EXT);
+  tree.fabric->lose(lossy, 100, 1, FakeFabric::pma(IB_GSI_PORT_COUNTERS_EXT));
+  auto collector = make_collector(io_, tree);
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_query_errors_total",
+                    {{"phase", "sweep"}, {"attribute", "port_counters_extended"}}),
+            tree.ports_of(rejecting) + 1);
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(rejecting)}}), 0);
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_timeouts_total", {{"node_guid", hex(lossy)}}), 1);
+}
+
+// A switch whose PMA has never answered ClassPortInfo is asked no counters, but its ports'
+// PortInfo is read all the same: right after a discovery the discovery's (an answer of the switch
+// in this collection, so a fabric whose PMAs answer nothing does not fail the collection), then
+// the SA's records and, for a port whose link is not up, its own SMP.
+TEST_F(FabricSweep, ASwitchWhosePmaNeverAnsweredStillHasItsPortsPortInfo) {
+  FatTree tree(io_, 1, 2, 1);
+  const Guid sm = FatTree::host(1, 0);
+  tree.fabric->run_sm(sm, {sm + 1, 1, 15, 3, true});
+  tree.fabric->master_sm_lid(1101);
+  for (Guid sw : tree.switches()) {
+    tree.fabric->lose(sw, 100, std::nullopt, FakeFabric::pma(CLASS_PORT_INFO));
+  }
+  FabricConfig config;
+  config.keep_unread = 0s;  // nothing from memory: what is reported is read in the collection
+  config.rediscover_every = 100;
+  auto collector = make_collector(io_, tree, config);
+  for (const char* collection : {"right after a discovery", "a steady sweep"}) {
+    SCOPED_TRACE(collection);
+    tree.fabric->port_info_record_tables = 0;
+    auto c = collect(io_, *collector);
+    ASSERT_TRUE(c.result.success) << c.result.error;
+    const auto& m = c.metrics;
+    EXPECT_EQ(m.value("ibfabric_fabric_discoveries_total"), 1);
+    if (collection[0] == 'r') {
+      EXPECT_EQ(m.value("ibfabric_fabric_switches_swept"), 3);
+    } else {
+      EXPECT_EQ(tree.fabric->port_info_record_tables, 1);
+    }
+    EXPECT_EQ(m.value("ibfabric_fabric_ports_failed"), tree.switch_ports());
+    for (Guid sw : tree.switches()) {
+      for (int p = 1; p <= tree.ports_of(sw); ++p) {
+        EXPECT_EQ(m.port("ibfabric_fabric_port_state", sw, p), p <= 2 ? 4 : 1) << hex(sw) << p;
+        EXPECT_FALSE(m.port("ibfabric_fabric_port_symbol_errors_total", sw, p)) << hex(sw) << p;
+      }
+    }
+  }
+}
+
+// A switch that has lost its LID (rebooted, the SM has not given it one again) is asked nothing,
+// and finishes before any switch of the sweep has answered: held back until one does, it then
+// keeps its ports' last values for keep_unread, as a switch that answers nothing does.
+TEST_F(FabricSweep, ASwitchThatLostItsLidKeepsItsPortsLastValues) {
+  FatTree tree(io_, 1, 2, 1);
+  capabilities(tree, kExtended);
+  const Guid leaf = FatTree::leaf(0);  // the first switch the sweep starts
+  FabricConfig config;
+  config.rediscover_every = 1;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->add({leaf, IB_NODE_SWITCH, tree.leaf_ports, "leaf-1", 0});
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  const auto& m = c.metrics;
+  EXPECT_EQ(m.value("ibfabric_fabric_switch_lid", {{"node_guid", hex(leaf)}}), 0);
+  EXPECT_EQ(m.value("ibfabric_fabric_ports_stale"), tree.ports_of(leaf));
+  for (int p = 1; p <= tree.ports_of(leaf); ++p) {
+    EXPECT_EQ(m.port("ibfabric_fabric_port_state", leaf, p), p <= 2 ? 4 : 1) << p;
+    EXPECT_TRUE(m.port("ibfabric_fabric_port_stale_seconds", leaf, p)) << p;
+  }
+}
+
+// A shard that holds no switch sweeps nothing: it does not ask the SA's PortInfoRecord table
+// (the whole fabric's), and the collection does not fail.
+TEST_F(FabricSweep, AShardWithNoSwitchAsksNoSaTable) {
+  FatTree tree(io_, 1, 2, 1);
+  const Guid sm = FatTree::host(1, 0);
+  tree.fabric->run_sm(sm, {sm + 1, 1, 15, 3, true});
+  tree.fabric->master_sm_lid(1101);
+  constexpr int kShards = 8;
+  int empty = -1;
+  for (int shard = 0; shard < kShards && empty < 0; ++shard) {
+    auto switches = tree.switches();
+    if (std::none_of(switches.begin(), switches.end(),
+                     [&](Guid sw) { return fabric::in_shard(sw, shard, kShards); })) {
+      empty = shard;
+    }
+  }
+  ASSERT_GE(empty, 0);
+  FabricConfig config;
+  config.shards = kShards;
+  config.shard = empty;
+  config.rediscover_every = 100;
+  auto collector = make_collector(io_, tree, config);
+  ASSERT_TRUE(collect(io_, *collector).result.success);
+  tree.fabric->clear_requests();
+  auto c = collect(io_, *collector);  // a steady sweep
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_switches_swept"), 0);
+  EXPECT_EQ(tree.fabric->port_info_record_tables, 0);
+  EXPECT_TRUE(tree.fabric->requests().empty());
 }
 
 // A switch the SM has given no routable LID is not asked by LID: its ports fail, counted under
