@@ -220,6 +220,10 @@ void SweepRun::query_switch(std::size_t i) {
     kept_.note_result(
         "sweep", "lid", [&] { return hex_guid(sw.node->guid); }, r);
     for (auto& p : sw.ports) p.lose_all(kept_.optional.size());
+    // What its PMA answered before still says how to read the counters memory gives back.
+    if (auto it = kept_.last_caps.find(sw.node->guid); it != kept_.last_caps.end()) {
+      sw.caps = it->second;
+    }
     return;
   }
   if (sa_pending_) {

@@ -844,7 +844,8 @@ TEST_F(FabricSweep, ASwitchThatLostItsLidKeepsItsPortsLastValues) {
   FabricConfig config;
   config.rediscover_every = 1;
   auto collector = make_collector(io_, tree, config);
-  ASSERT_TRUE(collect(io_, *collector).result.success);
+  auto first = collect(io_, *collector);
+  ASSERT_TRUE(first.result.success);
   tree.fabric->add({leaf, IB_NODE_SWITCH, tree.leaf_ports, "leaf-1", 0});
   auto c = collect(io_, *collector);
   ASSERT_TRUE(c.result.success) << c.result.error;
@@ -854,6 +855,13 @@ TEST_F(FabricSweep, ASwitchThatLostItsLidKeepsItsPortsLastValues) {
   for (int p = 1; p <= tree.ports_of(leaf); ++p) {
     EXPECT_EQ(m.port("ibfabric_fabric_port_state", leaf, p), p <= 2 ? 4 : 1) << p;
     EXPECT_TRUE(m.port("ibfabric_fabric_port_stale_seconds", leaf, p)) << p;
+    // Its counters too, read by what its PMA said it has.
+    for (const char* counter : {"ibfabric_fabric_port_transmit_bytes_total",
+                                "ibfabric_fabric_port_symbol_errors_total"}) {
+      const auto before = first.metrics.port(counter, leaf, p);
+      ASSERT_TRUE(before) << counter << " port " << p;
+      EXPECT_EQ(m.port(counter, leaf, p), before) << counter << " port " << p;
+    }
   }
 }
 
