@@ -1,30 +1,14 @@
 #include "collectors/registry.h"
-#include "collectors/fabric/fabric_collector.h"
-#include "collectors/paths/paths_collector.h"
-#include "collectors/ports/ports_collector.h"
-#include "collectors/probe/probe_collector.h"
-#include "collectors/sm/sm_collector.h"
-#include "collectors/sriov/sriov_collector.h"
-#include "collectors/sysfs/sysfs_collector.h"
+// Every collector's header and its spec(), in the order of the one list in
+// collectors/CMakeLists.txt (generated from it).
+#include "collectors/registry_list.h"
 
 #include <vector>
 
 namespace ibfabric {
 
 std::span<const CollectorSpec> collector_specs() {
-  // Adding a collector: its folder, and one line here.
-  // One line per collector:
-  // clang-format off
-  static const std::vector<CollectorSpec> specs{
-      sysfs::spec(),
-      ports::spec(),
-      sm::spec(),
-      sriov::spec(),
-      fabric::spec(),
-      probe::spec(),
-      paths::spec(),
-  };
-  // clang-format on
+  static const std::vector<CollectorSpec> specs{IBFABRIC_COLLECTOR_SPECS};
   return specs;
 }
 
