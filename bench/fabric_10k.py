@@ -42,6 +42,8 @@ Phases (`--phases`, comma-separated, in this order; all by default):
            idle daemon (no collector) scraped the same way; KiB per swept switch port. The
            sweeping daemon keeps its link memory in a state directory, as under the shipped
            unit (since 2026-11-25 night; earlier figures were read without one).
+           With --baseline BINARY, that build and this one alternate over --mem-rounds
+           rounds beside one idle daemon, and their figures are printed side by side.
   vl       (not in the default phases) what `vl_transmit_wait: true` costs against false, on the
            same fabric in the same run: ROUNDS rounds of `ibfabricd --once` (rate limit
            lifted), off then on in each, so that the machine's noise hits both: medians of the
@@ -449,9 +451,10 @@ SHARD_PORTS = re.compile(r"fabric: sweep done ports=(\d+) failed=(\d+)")
 
 
 def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1,
-           vl_transmit_wait=False, name="mem", idle=None):
+           vl_transmit_wait=False, name="mem", idle=None, binary=None):
     """The idle daemon (unless given: `idle`, a memory_window() of one) and one sweeping daemon
-    per text_every value: (idle, [{every, ports, busy, peak_kib, rss_kib} per value])."""
+    (`binary`, else $IBFABRICD) per text_every value: (idle, [{every, ports, busy, peak_kib,
+    rss_kib} per value])."""
     if idle is None:
         idle_cfg = daemon_config(f, "idle", fabric=False)
         with f.daemon(["--config", idle_cfg], host=host) as d:
@@ -461,7 +464,8 @@ def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1,
                         vl_transmit_wait=vl_transmit_wait)
     rows = []
     for every in text_every:
-        with f.daemon(["--config", cfg, "--log.level", "debug"], host=host) as d:
+        with f.daemon(["--config", cfg, "--log.level", "debug"], host=host,
+                      binary=binary) as d:
             def ready():
                 deadline = time.monotonic() + timeout
                 while len(SWEEP_DONE.findall(d.log())) < 2:
@@ -477,15 +481,40 @@ def memory(f, host, ports, interval, window, timeout, text_every=(5,), shards=1,
         show("sweeping%s (%s)" % (" with vl_transmit_wait" if vl_transmit_wait else "",
                                   "every %dth scrape text" % every if every else "gzip only"),
              busy)
-        say("  sweeps in the daemon's life: %d (failed ports max %d)"
-            % (len(sweeps), max(int(x[0]) for x in sweeps)))
-        row = {"every": every, "ports": ports, "busy": busy,
+        sweep_seconds = statistics.median(float(x[2]) for x in sweeps[1:] or sweeps)
+        say("  sweeps in the daemon's life: %d (failed ports max %d), median %.2f s after the "
+            "first" % (len(sweeps), max(int(x[0]) for x in sweeps), sweep_seconds))
+        row = {"every": every, "ports": ports, "busy": busy, "sweep": sweep_seconds,
                "peak_kib": (busy["hwm"] - idle["hwm"]) * 1024 / ports,
                "rss_kib": (busy["rss_median"] - idle["rss_median"]) * 1024 / ports}
         say("  per swept switch port: peak %.2f KiB ((%.1f - %.1f) MiB / %d), median RSS %.2f "
             "KiB" % (row["peak_kib"], busy["hwm"], idle["hwm"], ports, row["rss_kib"]))
         rows.append(row)
     return idle, rows
+
+
+def compare_memory(f, host, ports, interval, a, every, binary):
+    """--baseline: the memory phase of both builds on this one fabric beside one idle daemon,
+    --mem-rounds rounds, the order of the two swapped each round (the machine's noise hits
+    both), then each build's figures side by side."""
+    builds = (("baseline", a.baseline), ("this build", binary))
+    idle = None
+    rows = {name: [] for name, _ in builds}
+    for rnd in range(a.mem_rounds):
+        for name, path in (builds if rnd % 2 == 0 else builds[::-1]):
+            say("round %d, %s (%s), load average %s" % (rnd + 1, name, path, os.getloadavg()))
+            idle, out = memory(f, host, ports, interval, a.mem_window, a.timeout, every,
+                               a.mem_shards, idle=idle, binary=path)
+            rows[name] += out
+    say("side by side, KiB per swept switch port (peak / median RSS), and each daemon's median "
+        "sweep, rounds in order:")
+    for name, _ in builds:
+        say("  %-10s peak %s (median %.2f), median RSS %s (median %.2f), sweep %s s" % (
+            name, " ".join("%.2f" % r["peak_kib"] for r in rows[name]),
+            statistics.median(r["peak_kib"] for r in rows[name]),
+            " ".join("%.2f" % r["rss_kib"] for r in rows[name]),
+            statistics.median(r["rss_kib"] for r in rows[name]),
+            " ".join("%.2f" % r["sweep"] for r in rows[name])))
 
 
 def show(name, m):
@@ -633,6 +662,11 @@ def main():
                    help="memory phase: the sweeping daemon is shard 0 of this many")
     p.add_argument("--max-queued", type=int, default=MAX_QUEUED,
                    help="mad.max_queued of every daemon (the engine's default is 100000)")
+    p.add_argument("--baseline", default=None,
+                   help="memory phase: another ibfabricd binary measured the same way, "
+                        "alternating with this build's over --mem-rounds rounds")
+    p.add_argument("--mem-rounds", type=int, default=2,
+                   help="memory phase with --baseline: rounds of both builds")
     a = p.parse_args()
     MAX_QUEUED = a.max_queued
     # A SIGTERM (timeout(1)) still ends everything started, through the finally clauses.
@@ -772,8 +806,12 @@ def main():
         if "memory" in phases:
             interval = a.mem_interval or a.steady_interval
             say("memory, fabric every %s, scraped every 2 s for %ds:" % (interval, a.mem_window))
-            memory(f, hosts[0], ports, interval, a.mem_window, a.timeout,
-                   [int(x) for x in a.mem_text_every.split(",")], a.mem_shards)
+            every = [int(x) for x in a.mem_text_every.split(",")]
+            if not a.baseline:
+                memory(f, hosts[0], ports, interval, a.mem_window, a.timeout, every,
+                       a.mem_shards)
+            else:
+                compare_memory(f, hosts[0], ports, interval, a, every, binary)
         if "vl" in phases:
             interval = a.mem_interval or a.steady_interval
             say("vl_transmit_wait off against on, %d rounds:" % a.rounds)
