@@ -54,6 +54,14 @@ TargetConfig by_lid(std::uint16_t lid) {
   return t;
 }
 
+// One peer probed over UDP, at a documentation address (RFC 5737): a prober with no MAD work.
+TargetConfig udp_peer() {
+  TargetConfig t;
+  t.address = "192.0.2.1:10917";
+  t.name = "udp-peer";
+  return t;
+}
+
 // MAD only, no UDP responder (no port is bound), probes every millisecond with no rate cap in
 // the way.
 ProbeConfig mad_config(std::vector<TargetConfig> targets) {
@@ -538,11 +546,7 @@ TEST(ProbeRun, NodeInfoWithoutInfinibandIsTheHostName) {
   // UDP probes only: no MAD at all, named at once.
   {
     Rig rig;
-    auto config = mad_config({});
-    TargetConfig udp;
-    udp.address = "192.0.2.1:10917";
-    udp.name = "udp-peer";
-    config.targets = {udp};
+    auto config = mad_config({udp_peer()});
     rig.make(config);
     EXPECT_FALSE(rig.prober->uses_mad());
     EXPECT_EQ(info(rig.collect(), "ibfabric_probe_node_info", {}),
@@ -620,11 +624,7 @@ TEST(ProbeRun, PrepareMadWithoutAResponderDeclaresNothingAndSaysWhetherMadIsUsed
   }
   {
     Rig rig;
-    auto config = mad_config({});
-    TargetConfig udp;
-    udp.address = "192.0.2.1:10917";
-    udp.name = "udp-peer";
-    config.targets = {udp};
+    auto config = mad_config({udp_peer()});
     rig.make(config);
     EXPECT_FALSE(rig.prober->prepare_mad()) << "UDP only: the daemon need not open a MAD port";
     EXPECT_TRUE(rig.engine->served.empty());
@@ -635,11 +635,7 @@ TEST(ProbeRun, PrepareMadWithoutAResponderDeclaresNothingAndSaysWhetherMadIsUsed
 // not its failure, and nothing is asked over MAD.
 TEST(ProbeRun, AProberWithoutMadWorkIgnoresThePortListing) {
   Rig rig;
-  auto config = mad_config({});
-  TargetConfig udp;
-  udp.address = "192.0.2.1:10917";
-  udp.name = "udp-peer";
-  config.targets = {udp};
+  auto config = mad_config({udp_peer()});
   rig.make(config);
   rig.engine->port = mad::PortAddress{"mlx5_0", 1};
   rig.prober->refresh_mad(std::nullopt, "listing the local InfiniBand ports failed");
