@@ -93,8 +93,11 @@ void append_header(std::string& out, const MetricFamily& first) {
 }
 
 Deflater::Deflater() {
-  // Level 6, zlib's and Go's default (node_exporter's promhttp); 32 KiB window.
-  if (deflateInit2(&z_, 6, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
+  // Level 3, the best of zlib's fast levels: every sweep's exposition is compressed once
+  // (docs/design.md, "The exposition"), and level 6 (zlib's and Go's default) took 3 times the
+  // CPU for 6 % fewer octets (4.35 MB of a 1,632-port sweep's text: 18.1 ms against 6.0 ms,
+  // 167 against 178 KB). 32 KiB window.
+  if (deflateInit2(&z_, 3, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) != Z_OK) {
     throw std::runtime_error("deflateInit2 failed");
   }
 }
