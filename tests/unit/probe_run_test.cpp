@@ -673,14 +673,20 @@ TEST(ProbeRun, ATargetIsNotUnknownToTheSaBeforeItFirstAnswers) {
   EXPECT_TRUE(rig.directory->peers().empty());
 }
 
-// A lookup still out when the next collection comes is not asked a second time.
-TEST(ProbeRun, ALookupStillOutIsNotAskedAgain) {
-  Rig rig;
+// A prober of one target by port GUID that asks the SA again at every collection
+// (resolve_interval 0), started, with its first lookup sent.
+void start_looking_up_every_collection(Rig& rig) {
   auto config = mad_config({by_port_guid()});
   config.resolve_interval = 0s;
   rig.make(config);
   rig.prober->start();
   rig.prober->refresh_mad(own_ports(), "");
+}
+
+// A lookup still out when the next collection comes is not asked a second time.
+TEST(ProbeRun, ALookupStillOutIsNotAskedAgain) {
+  Rig rig;
+  start_looking_up_every_collection(rig);
   rig.prober->refresh_mad(own_ports(), "");
   EXPECT_EQ(rig.engine->held.size(), 1u);
   answer_table(*rig.engine, {target_record(11)});
@@ -709,11 +715,7 @@ TEST(ProbeRun, AnAnsweredLookupIsAskedAgainOnlyAfterResolveInterval) {
 // says so in the collection's failure).
 TEST(ProbeRun, AFailedLookupKeepsThePeersResolvedBefore) {
   Rig rig;
-  auto config = mad_config({by_port_guid()});
-  config.resolve_interval = 0s;
-  rig.make(config);
-  rig.prober->start();
-  rig.prober->refresh_mad(own_ports(), "");
+  start_looking_up_every_collection(rig);
   answer_table(*rig.engine, {target_record(11)});
   rig.prober->refresh_mad(own_ports(), "");
   answer_failed(*rig.engine, mad::Status::timeout, "no answer");
@@ -732,11 +734,7 @@ TEST(ProbeRun, AFailedLookupKeepsThePeersResolvedBefore) {
 // the same peer: its probes go to the new LID and its counters go on.
 TEST(ProbeRun, ATargetAtANewLidIsProbedThereAndKeepsItsCounters) {
   Rig rig;
-  auto config = mad_config({by_port_guid()});
-  config.resolve_interval = 0s;
-  rig.make(config);
-  rig.prober->start();
-  rig.prober->refresh_mad(own_ports(), "");
+  start_looking_up_every_collection(rig);
   answer_table(*rig.engine, {target_record(11)});
   for (int i = 0; i < 2; ++i) {
     rig.run_until_queued(1);
