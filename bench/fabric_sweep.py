@@ -30,7 +30,9 @@ cut to its first segment and every switch port's PortInfo is asked by SMP.
 
 With --baseline BINARY (another ibfabricd build, e.g. an older commit's), each round also runs
 that binary's --once and steady sweep in the same alternation, so that a change is measured
-beside what it replaces on the same fabric and machine load.
+beside what it replaces on the same fabric and machine load. The two builds swap places every
+round: the build run first in a round had the faster --once by 1.24-1.42x whichever it was
+(docs/benchmarks.md, 2026-11-29), so a fixed order measured the order.
 
 And the floor under `--once`: ibsim serves one MAD at a time on one thread, so no client can
 finish before ibsim has spent its CPU time on that client's MADs (read from
@@ -306,7 +308,12 @@ def main():
               "ibqueryerrors %d, one perfquery -x %d" % (HOST, counter.baseline, sent["daemon"],
                                                          sent["ibqueryerrors"], sent["perfquery"]))
         for rnd in range(a.rounds):
+            baseline_first = a.baseline and rnd % 2 == 1
+            if baseline_first:
+                b = run_daemon(f, a.baseline, unlimited)
             d, ibsim_cpu = with_ibsim_cpu(f, lambda: run_daemon(f, daemon_bin, unlimited))
+            if a.baseline and not baseline_first:
+                b = run_daemon(f, a.baseline, unlimited)
             res["d_ibsim"].append(ibsim_cpu)
             if d["failed"] or d["ports"] != len(ports):
                 print("warning: daemon swept %d ports, %d failed" % (d["ports"], d["failed"]))
@@ -333,16 +340,18 @@ def main():
             res["pq"].append((time.monotonic() - start) / len(sample) * len(ports))
 
             res["cl"].append(run_client(f, client_bin, targets, mads))
+            if baseline_first:
+                b_st, base_steady_mads = run_steady(f, steady, a.baseline)
             st_sweep, steady_mads = run_steady(f, steady)
+            if a.baseline and not baseline_first:
+                b_st, base_steady_mads = run_steady(f, steady, a.baseline)
             res["st_sweep"].append(st_sweep)
             res["cl_st"].append(run_client(f, client_bin, targets, steady_mads))
             if a.baseline:
-                b = run_daemon(f, a.baseline, unlimited)
                 base_mads = b["sweep_mads"]
                 res["b_wall"].append(b["wall"])
                 res["b_coll"].append(b["collector"])
                 res["b_sweep"].append(b["sweep"])
-                b_st, base_steady_mads = run_steady(f, steady, a.baseline)
                 res["b_st_sweep"].append(b_st)
                 print("  baseline %s: --once %.3fs (sweep %.3fs, process %.3fs), steady sweep "
                       "%.3fs" % (a.baseline, b["collector"], b["sweep"], b["wall"], b_st))
