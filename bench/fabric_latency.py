@@ -226,6 +226,20 @@ def main():
                     if out.returncode != 0:
                         raise RuntimeError("perfquery failed: " + out.stderr[-500:])
                 r["pq"].append((time.monotonic() - start) / len(sample) * len(ports))
+                # The two builds swap places every round, as in fabric_sweep.py (a fixed order
+                # measured the order).
+                baseline_first = a.baseline and rnd % 2 == 1
+
+                def baseline_runs():
+                    b_wall, _, _, _ = run_once(runner, a.baseline, configs["once"], us)
+                    r["b_once_wall"].append(b_wall)
+                    r["b_steady"].append(run_steady(runner, configs["steady"], us,
+                                                    a.baseline)[0])
+                    print("  baseline %s, S=%g us: --once process %.3fs, steady sweep %.3fs" % (
+                        a.baseline, us, b_wall, r["b_steady"][-1]))
+
+                if baseline_first:
+                    baseline_runs()
                 wall, coll, disc, late = run_once(runner, daemon, configs["once"], us)
                 r["once_late"].append(late)
                 r["once_wall"].append(wall)
@@ -237,13 +251,8 @@ def main():
                     r["steady_caps"].append(run_steady(runner, configs["steady-caps"], us)[0])
                 else:
                     r["steady_caps"].append(float("nan"))
-                if a.baseline:
-                    b_wall, _, _, _ = run_once(runner, a.baseline, configs["once"], us)
-                    r["b_once_wall"].append(b_wall)
-                    r["b_steady"].append(run_steady(runner, configs["steady"], us,
-                                                    a.baseline)[0])
-                    print("  baseline %s, S=%g us: --once process %.3fs, steady sweep %.3fs" % (
-                        a.baseline, us, b_wall, r["b_steady"][-1]))
+                if a.baseline and not baseline_first:
+                    baseline_runs()
                 print("round %d, S=%g us: ibqueryerrors %.3fs (%.3fs without the model's "
                       "lateness), perfquery loop %.1fs, --once %.3fs (collector %.3fs, discovery "
                       "%.3fs), steady sweep %.3fs (caps x4: %.3fs)" % (

@@ -54,6 +54,8 @@ void SweepRun::begin() {
     switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false, 0, false});
   }
   pending_.assign(switches_.size(), 0);
+  waits_for_table_.assign(switches_.size(), 0);
+  gave_up_place_.assign(switches_.size(), 0);
   out_.size_hints(&kept_.family_sizes);
   const auto& cfg = kept_.config;
   out_.info("ibfabric_fabric_shard_info", "Which shard of the fabric this daemon sweeps.",
@@ -96,11 +98,7 @@ void SweepRun::ask_port_info_records() {
     for (auto i : std::exchange(sa_waiting_, {})) {
       for (std::size_t idx = 0; idx < switches_[i].next_port; ++idx) port_info(i, idx);
       --pending_[i];
-      ask_ports(i);
-      if (pending_[i] == 0) {
-        finish_switch(i);
-        start_next_switch();
-      }
+      after_query(i);
     }
   });
 }
@@ -163,6 +161,25 @@ void SweepRun::start_next_switch() {
   }
 }
 
+void SweepRun::after_query(std::size_t i) {
+  ask_ports(i);
+  const auto& sw = switches_[i];
+  if (pending_[i] == 0) {
+    finish_switch(i);
+    if (gave_up_place_[i]) {
+      --giving_up_place_;
+    } else {
+      start_next_switch();
+    }
+  } else if (sa_pending_ && waits_for_table_[i] && pending_[i] == 1 && !gave_up_place_[i] &&
+             sw.next_port == sw.ports.size() && giving_up_place_ < kSwitchesWaitingForTable) {
+    // Its one count left is the table's (query_switch).
+    gave_up_place_[i] = 1;
+    ++giving_up_place_;
+    start_next_switch();
+  }
+}
+
 void SweepRun::finish_switch(std::size_t i) {
   auto& sw = switches_[i];
   if (!any_answered_) {
@@ -199,11 +216,7 @@ void SweepRun::ask(std::size_t i, const char* attribute, mad::Request req,
                 }
                 // After on_ok, which may have asked more of this switch (its ports).
                 --pending_[i];
-                ask_ports(i);
-                if (pending_[i] == 0) {
-                  finish_switch(i);
-                  start_next_switch();
-                }
+                after_query(i);
               });
 }
 
@@ -230,6 +243,7 @@ void SweepRun::query_switch(std::size_t i) {
     // Not finished before the SA's table is in: its ports' PortInfo waits for it.
     ++pending_[i];
     sa_waiting_.push_back(i);
+    waits_for_table_[i] = 1;
   }
   if (auto it = kept_.pma_caps.find(sw.node->guid); it != kept_.pma_caps.end()) {
     sw.caps = it->second;

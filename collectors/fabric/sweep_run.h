@@ -95,6 +95,11 @@ class SweepRun : public FanOut {
   static constexpr int kQueriesPerSwitch = 12;
   // The SA's PortInfoRecord table is asked once, with this long to answer (ask_port_info_records).
   static constexpr std::chrono::milliseconds kTableTimeout{2000};
+  // Switches whose counters are all in and that wait for the SA's table only: each gives its
+  // place in the window to the next switch, up to this many at once. Holding their places
+  // left the fabric idle whenever the SA answered after the first 16 switches' counters
+  // (docs/design.md, "What each sweep asks"); their answers are a few KiB a switch.
+  static constexpr std::size_t kSwitchesWaitingForTable = 48;
 
  private:
   void begin();
@@ -120,6 +125,9 @@ class SweepRun : public FanOut {
   // some switch of the sweep answered: a sweep that got nothing back takes nothing from the
   // ports' memory (settled() then emits the switches held back).
   void finish_switch(std::size_t i);
+  // After a query of switch `i` settled (pending_[i] counted down): its next ports, its end,
+  // or its place in the window given up while only the SA's table holds it.
+  void after_query(std::size_t i);
 
   void emit_finished(SwitchResult& sw, TimePoint now);
 
@@ -175,6 +183,9 @@ class SweepRun : public FanOut {
   TimePoint sa_at_;                      // when the SA answered
   bool sa_pending_ = false;              // the SA's table is asked and not in yet
   std::vector<std::size_t> sa_waiting_;  // switches started meanwhile
+  std::vector<char> waits_for_table_;    // per switch: in sa_waiting_
+  std::vector<char> gave_up_place_;      // per switch: started the next while waiting (above)
+  std::size_t giving_up_place_ = 0;      // such switches not finished yet
   std::vector<int> pending_;             // queries of each switch not settled yet
   std::size_t next_switch_ = 0;          // the first switch not started
   bool any_answered_ = false;            // some query of this sweep was answered

@@ -151,11 +151,25 @@ class FakeFabric final : public mad::Engine {
     // (the block "PMAs that reject, lossy ports, ..." below).
     auto r = reaches_stopped(request) || lose_now(request) ? lost() : answer(request);
     auto destination = sent(request);
+    if (sa_tables_last && request.mgmt_class == mad::kSubnAdm &&
+        request.method == IB_MAD_METHOD_GET_TABLE) {
+      last_.push_back({destination, std::move(r), std::move(callback)});
+      // Not before the handler that asked returns: it may go on to ask more.
+      boost::asio::post(io_, [this] { answer_last_if_alone(); });
+      return;
+    }
     boost::asio::post(io_, [this, destination, r = std::move(r), callback = std::move(callback)] {
       delivered(destination);
       callback(r);
+      answer_last_if_alone();
     });
   }
+  // An SA slower than every switch: its tables are answered only once nothing else is in
+  // flight. How many requests had been sent when they were, and the most LID destinations
+  // with requests in flight at once until then.
+  bool sa_tables_last = false;
+  std::size_t requests_before_tables = 0;
+  int peak_lid_destinations_before_tables = 0;
   std::unique_ptr<mad::Service> serve(mad::PortAddress via, std::uint8_t mgmt_class,
                                       std::uint32_t oui, double max_per_second,
                                       mad::RequestHandler handler) override {
@@ -374,6 +388,24 @@ class FakeFabric final : public mad::Engine {
     peak_total_in_flight_ = std::max(peak_total_in_flight_, ++total_in_flight_);
     return destination;
   }
+  struct Last {
+    std::string destination;
+    mad::Response response;
+    mad::Callback callback;
+  };
+  std::vector<Last> last_;
+  void answer_last_if_alone() {
+    if (last_.empty() || static_cast<std::size_t>(total_in_flight_) != last_.size()) return;
+    requests_before_tables = requests_.size();
+    peak_lid_destinations_before_tables = peak_lid_destinations_;
+    for (auto& l : std::exchange(last_, {})) {
+      boost::asio::post(io_, [this, l = std::move(l)] {
+        delivered(l.destination);
+        l.callback(l.response);
+      });
+    }
+  }
+
   void delivered(const std::string& destination) {
     if (--in_flight_[destination] == 0) {
       --destinations_in_flight_;

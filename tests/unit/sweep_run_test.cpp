@@ -585,6 +585,41 @@ TEST_F(FabricSweep, ASwitchWithNothingToAskLeavesItsPlaceInTheWindow) {
   EXPECT_EQ(tree.fabric->peak_lid_destinations(), 16);
 }
 
+// An SA slower than the switches (an SM building a large fabric's table): a switch whose
+// counters are all in and that waits for the table only gives its place in the window to the
+// next, so the counters of every switch are asked before the table is in, not only those of the
+// first 16; meanwhile no more than 16 switches have queries out at once. Every port whose link
+// is up gets its PortInfo from the table.
+TEST_F(FabricSweep, ASwitchWaitingOnlyForTheSaTableGivesItsPlaceToTheNext) {
+  FatTree tree(io_, 4, 36, 1);  // 40 switches
+  capabilities(tree, kExtended);
+  const Guid sm = FatTree::host(1, 0);
+  tree.fabric->run_sm(sm, {sm + 1, 1, 15, 3, true});
+  tree.fabric->master_sm_lid(1101);
+  auto collector = make_collector(io_, tree);
+  ASSERT_TRUE(collect(io_, *collector).result.success);  // discovery, and its PortInfo
+  tree.fabric->sa_tables_last = true;
+  tree.fabric->clear_requests();
+  auto c = collect(io_, *collector);
+  ASSERT_TRUE(c.result.success) << c.result.error;
+  EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+  ASSERT_GT(tree.fabric->requests_before_tables, 0u);
+  std::set<std::string> counted_before_table;
+  std::size_t port_info_smps = 0;
+  for (std::size_t k = 0; k < tree.fabric->requests().size(); ++k) {
+    const auto& r = tree.fabric->requests()[k];
+    if (r.mgmt_class == mad::kPerfMgt && r.attribute == IB_GSI_PORT_COUNTERS_EXT &&
+        k < tree.fabric->requests_before_tables) {
+      counted_before_table.insert(r.destination);
+    }
+    if (r.attribute == IB_ATTR_PORT_INFO) ++port_info_smps;
+  }
+  EXPECT_EQ(counted_before_table.size(), 40u);
+  // The leaves' spare ports (2 each, link not up) are asked by SMP; no other port is.
+  EXPECT_EQ(port_info_smps, 36u * 2);
+  EXPECT_EQ(tree.fabric->peak_lid_destinations_before_tables, 16 + 1);  // and the SA
+}
+
 // keep_unread: a port whose queries are lost keeps the values it was last read with, with its
 // age in port_stale_seconds, counted stale and failed; only the lost parts are taken from
 // memory; the timeouts are counted per switch; once it answers, it is current again.
