@@ -146,6 +146,10 @@ struct FabricState {
   int sweeps_since_discovery = 0;
   bool rediscover = true;
   std::map<std::uint64_t, mad::PmaCapabilities> pma_caps;  // per switch, until rediscovery
+  // Steady sweeps left that do not ask the SA at `table_skipped_lid` for its PortInfoRecord
+  // table, because its last gave no record the sweep could use (SweepRun::kSweepsWithoutTable).
+  int table_sweeps_skipped = 0;
+  std::uint16_t table_skipped_lid = 0;
   // Samples per family of the last sweep: the next one reserves them (MetricsBuilder).
   MetricsBuilder::SizeHints family_sizes;
   // The last ClassPortInfo each switch answered, kept across discoveries: used when the query

@@ -66,7 +66,11 @@ void SweepRun::begin() {
     // Right after a discovery the ports' PortInfo is the discovery's own; otherwise it comes from
     // the SA's table when there is an SA to ask. The switches' counters are asked meanwhile.
     if (!fresh_ && !switches_.empty() && mad::routable_lid(topology_->sm_lid)) {
-      ask_port_info_records();
+      if (kept_.table_sweeps_skipped > 0 && kept_.table_skipped_lid == topology_->sm_lid) {
+        --kept_.table_sweeps_skipped;
+      } else {
+        ask_port_info_records();
+      }
     }
     for (std::size_t k = 0; k < kSwitchesInFlight; ++k) start_next_switch();
   });
@@ -92,6 +96,8 @@ void SweepRun::ask_port_info_records() {
     std::size_t used = r.ok() ? use_port_info_records(r) : 0;
     spdlog::debug("fabric: port info records sa_lid={} result={} octets={} used={} seconds={:.3f}",
                   lid, mad::to_string(r.status), r.mad.size(), used, seconds_since(asked));
+    kept_.table_sweeps_skipped = used == 0 ? kSweepsWithoutTable : 0;
+    kept_.table_skipped_lid = lid;
     sa_pending_ = false;
     // The switches started meanwhile: the PortInfo of the ports they have asked so far, then
     // what the table held them back from.

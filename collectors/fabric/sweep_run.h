@@ -95,6 +95,11 @@ class SweepRun : public FanOut {
   static constexpr int kQueriesPerSwitch = 12;
   // The SA's PortInfoRecord table is asked once, with this long to answer (ask_port_info_records).
   static constexpr std::chrono::milliseconds kTableTimeout{2000};
+  // After a table that gave no record of a swept port whose link is up (the SA failed, did
+  // not answer, or sent a table cut short before any such record, as the simulator's shim
+  // does), this many steady sweeps ask each port's SMP without asking the SA first: the SM
+  // builds the whole table for every query, and a silent SA held each sweep for kTableTimeout.
+  static constexpr int kSweepsWithoutTable = 9;
   // Switches whose counters are all in and that wait for the SA's table only: each gives its
   // place in the window to the next switch, up to this many at once. Holding their places
   // left the fabric idle whenever the SA answered after the first 16 switches' counters
