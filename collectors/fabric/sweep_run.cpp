@@ -54,7 +54,6 @@ void SweepRun::begin() {
     switches_.push_back(SwitchResult{node, std::nullopt, {}, false, false, 0, false});
   }
   pending_.assign(switches_.size(), 0);
-  waits_for_table_.assign(switches_.size(), 0);
   gave_up_place_.assign(switches_.size(), 0);
   out_.size_hints(&kept_.family_sizes);
   const auto& cfg = kept_.config;
@@ -177,9 +176,10 @@ void SweepRun::after_query(std::size_t i) {
     } else {
       start_next_switch();
     }
-  } else if (sa_pending_ && waits_for_table_[i] && pending_[i] == 1 && !gave_up_place_[i] &&
+  } else if (sa_pending_ && pending_[i] == 1 && !gave_up_place_[i] &&
              sw.next_port == sw.ports.size() && giving_up_place_ < kSwitchesWaitingForTable) {
-    // Its one count left is the table's (query_switch).
+    // Its one count left is the table's: every switch started while the table is out holds
+    // one (query_switch).
     gave_up_place_[i] = 1;
     ++giving_up_place_;
     start_next_switch();
@@ -249,7 +249,6 @@ void SweepRun::query_switch(std::size_t i) {
     // Not finished before the SA's table is in: its ports' PortInfo waits for it.
     ++pending_[i];
     sa_waiting_.push_back(i);
-    waits_for_table_[i] = 1;
   }
   if (auto it = kept_.pma_caps.find(sw.node->guid); it != kept_.pma_caps.end()) {
     sw.caps = it->second;

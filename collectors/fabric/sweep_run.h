@@ -188,7 +188,6 @@ class SweepRun : public FanOut {
   TimePoint sa_at_;                      // when the SA answered
   bool sa_pending_ = false;              // the SA's table is asked and not in yet
   std::vector<std::size_t> sa_waiting_;  // switches started meanwhile
-  std::vector<char> waits_for_table_;    // per switch: in sa_waiting_
   std::vector<char> gave_up_place_;      // per switch: started the next while waiting (above)
   std::size_t giving_up_place_ = 0;      // such switches not finished yet
   std::vector<int> pending_;             // queries of each switch not settled yet
