@@ -80,6 +80,14 @@ struct MetricFamily {
 
 using MetricFamilies = std::vector<MetricFamily>;
 
+// A family a collector declares whatever it reads (MetricsBuilder::declare), listed once with
+// its help text.
+struct FamilyDoc {
+  std::string_view name;
+  std::string_view help;
+  prometheus::MetricType type;
+};
+
 // Builds a list of metric families; samples of one family stay together whatever the order
 // they are added in. Adding a sample to an existing name with another type is a programming
 // error and throws std::logic_error.

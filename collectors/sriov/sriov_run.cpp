@@ -37,12 +37,6 @@ constexpr std::string_view kVfPodInfo = "ibfabric_sriov_vf_pod_info";
 constexpr std::string_view kKubeletUp = "ibfabric_sriov_kubelet_up";
 constexpr std::string_view kKubeletErrors = "ibfabric_sriov_kubelet_errors_total";
 
-struct FamilyDoc {
-  std::string_view name;
-  std::string_view help;
-  MetricType type;
-};
-
 const FamilyDoc kFamilies[] = {
     {kPfInfo,
      "One per SR-IOV physical function (sysfs), value 1: pf (its uplink net interface, or its "

@@ -42,12 +42,6 @@ constexpr std::string_view kPortHwCounter = "ibfabric_sysfs_port_hw_stat_total";
 constexpr std::string_view kDeviceHwCounter = "ibfabric_sysfs_device_hw_stat_total";
 constexpr std::string_view kReadErrors = "ibfabric_sysfs_read_errors_total";
 
-struct FamilyDoc {
-  std::string_view name;
-  std::string_view help;
-  MetricType type;
-};
-
 const FamilyDoc kFamilies[] = {
     {kDeviceInfo,
      "One per RDMA device in class/infiniband, value 1: node_guid, sys_image_guid, fw_ver, "
