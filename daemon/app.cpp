@@ -206,7 +206,7 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
                             std::to_string(collector.interval.count()) + " " +
                             std::to_string(collector.run_timeout.count()));
     if (!options_.once) {
-      runner->set_preparer([this](const std::string& name, SnapshotPtr snapshot,
+      runner->set_preparer([this](const std::string& name, std::shared_ptr<Snapshot> snapshot,
                                   std::function<void(SnapshotPtr)> then) {
         std::vector<std::string> live_names;
         MetricsBuilder live;

@@ -57,7 +57,7 @@ class CollectorRunner : public std::enable_shared_from_this<CollectorRunner> {
   // Makes a large snapshot ready to serve (the exporter compresses it off the loop) before it
   // replaces the shown one: `then` is to be called on the loop with what to show. Unset:
   // published at once (--once, tests).
-  using Preparer = std::function<void(const std::string& name, SnapshotPtr snapshot,
+  using Preparer = std::function<void(const std::string& name, std::shared_ptr<Snapshot> snapshot,
                                       std::function<void(SnapshotPtr)> then)>;
   void set_preparer(Preparer preparer) { preparer_ = std::move(preparer); }
 

@@ -458,8 +458,9 @@ bool Exporter::worth_preparing(const Snapshot& snapshot) {
   return samples >= kPrepareSamples;
 }
 
-void Exporter::prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-                       std::vector<std::string> live_names, std::function<void(SnapshotPtr)> done) {
+void Exporter::prepare(const NamedSnapshots& current, const std::string& name,
+                       std::shared_ptr<Snapshot> snapshot, std::vector<std::string> live_names,
+                       std::function<void(SnapshotPtr)> done) {
   std::vector<SnapshotPtr> others;
   for (const auto& [n, s] : current) {
     if (s && n != name) others.push_back(s);
@@ -474,7 +475,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name, S
         // holds samples beside the one being built (docs/design.md, "The exposition").
         auto kept = std::make_shared<Snapshot>();
         kept->families.reserve(snapshot->families.size());
-        for (const auto& family : snapshot->families) {
+        for (auto& family : snapshot->families) {
           if (family.samples.size() < kDeflateFamilySamples) {
             kept->families.push_back(family);
             continue;
@@ -484,6 +485,10 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name, S
           to.help = family.help;
           to.type = family.type;
           to.text = deflate_family(family, deflater, text);
+          // Its samples go now: a large sweep's are mapped blocks (daemon/main.cpp), so the
+          // compressed text is not added to all of them at the sweep's peak.
+          std::vector<Sample>().swap(family.samples);
+          std::vector<HistogramValue>().swap(family.histograms);
         }
         snapshot.reset();  // its samples go now, before it is shown
         // The runs of smaller families that are this snapshot's alone, as a scrape plans them.

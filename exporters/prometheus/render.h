@@ -67,10 +67,12 @@ class Exporter {
   // On the exporter's worker thread: makes of `snapshot` (to replace `name`'s in `current`)
   // the snapshot to show, whose large families are their text compressed (DeflatedText) and
   // whose other runs of families are compressed into the cache, then drops `snapshot` and calls
-  // `done` with it there. `live_names`: the live families' names (they decide which families
-  // are the snapshot's alone, as in a scrape).
-  void prepare(const NamedSnapshots& current, const std::string& name, SnapshotPtr snapshot,
-               std::vector<std::string> live_names, std::function<void(SnapshotPtr)> done);
+  // `done` with it there. `snapshot` is the exporter's alone: each large family's samples are
+  // freed as soon as they are compressed. `live_names`: the live families' names (they decide
+  // which families are the snapshot's alone, as in a scrape).
+  void prepare(const NamedSnapshots& current, const std::string& name,
+               std::shared_ptr<Snapshot> snapshot, std::vector<std::string> live_names,
+               std::function<void(SnapshotPtr)> done);
   // After a prepared snapshot replaced the shown one: forgets the old one's gzip and hands
   // the freed heap back to the kernel, on the worker thread.
   void release_replaced();
