@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   // Blocks of 128 KiB and more (a large sweep's samples, a table's answer) are mapped and given
   // back when freed. glibc raises this threshold to the largest block freed so far, after which
   // they come from the heap and stay resident between sweeps (docs/benchmarks.md, 2026-11-29:
-  // 0.83 against 0.91 KiB per swept port at the median RSS, 50,000 ports).
+  // 0.83 against 0.89-0.90 KiB per swept port at the median RSS, 50,000 ports).
   mallopt(M_MMAP_THRESHOLD, 128 * 1024);
   // Plain lines on stderr; under journald (JOURNAL_STREAM set) its own timestamps suffice.
   auto logger = spdlog::stderr_logger_mt("ibfabricd");

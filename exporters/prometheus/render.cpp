@@ -490,7 +490,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name,
           std::vector<Sample>().swap(family.samples);
           std::vector<HistogramValue>().swap(family.histograms);
         }
-        snapshot.reset();  // its samples go now, before it is shown
+        snapshot.reset();  // the rest (small families, label arenas) goes before it is shown
         // The runs of smaller families that are this snapshot's alone, as a scrape plans them.
         std::vector<const Snapshot*> everything;
         for (const auto& s : others) everything.push_back(s.get());
