@@ -22,10 +22,24 @@ void append_escaped(std::string& out, std::string_view text, bool quote) {
   }
 }
 
+void LabelSet::append_text(std::string& out) const {
+  if (prefix_) {
+    prefix_->append_text(out);
+    if (!prefix_->empty() && !text_.empty()) out += ',';
+  }
+  out += text_;
+}
+
+std::string LabelSet::text() const {
+  std::string t;
+  append_text(t);
+  return t;
+}
+
 Labels LabelSet::labels() const {
   Labels out;
   std::size_t i = 0;
-  const std::string& t = text_;
+  const std::string t = text();
   while (i < t.size()) {
     auto eq = t.find('=', i);
     if (eq == std::string::npos || eq + 1 >= t.size()) break;
@@ -106,7 +120,7 @@ const LabelSet* MetricsBuilder::labels(const Labels& labels) {
   append_label_text(scratch_, labels);
   if (auto it = interned_.find(scratch_); it != interned_.end()) return it->second;
   const LabelSet& set = arena_->sets.emplace_back(scratch_);
-  interned_.emplace(set.text(), &set);
+  interned_.emplace(set.own_text(), &set);
   return &set;
 }
 

@@ -28,13 +28,23 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 class LabelSet {
  public:
   explicit LabelSet(std::string text) : text_(std::move(text)) {}
-  const std::string& text() const { return text_; }
-  // The pairs, unescaped (for tests and filters; rendering uses text()).
+  // The labels of `prefix` followed by those of `more` (label_text() of them): a set that
+  // extends another (a port's with its VL) holds only what it adds, not a copy of the prefix,
+  // which must outlive it (the same arena).
+  LabelSet(const LabelSet& prefix, std::string more) : text_(std::move(more)), prefix_(&prefix) {}
+  // Appends the text between the braces (rendering).
+  void append_text(std::string& out) const;
+  std::string text() const;
+  // This set's own part: all of its text unless it extends a prefix.
+  const std::string& own_text() const { return text_; }
+  bool empty() const { return text_.empty() && (!prefix_ || prefix_->empty()); }
+  // The pairs, unescaped (for tests and filters; rendering uses append_text()).
   Labels labels() const;
   std::optional<std::string> get(std::string_view name) const;
 
  private:
   std::string text_;
+  const LabelSet* prefix_ = nullptr;
 };
 
 // Owns the label sets a builder interned; families keep it alive for their samples.

@@ -26,12 +26,12 @@ void append_sample(std::string& out, const std::string& name, std::string_view s
                    double value) {
   out += name;
   out += suffix;
-  const std::string& text = labels.text();
-  if (!text.empty() || extra_name) {
+  const bool has_labels = !labels.empty();
+  if (has_labels || extra_name) {
     out += '{';
-    out += text;
+    labels.append_text(out);
     if (extra_name) {
-      if (!text.empty()) out += ',';
+      if (has_labels) out += ',';
       out += extra_name;
       out += "=\"";
       append_number(out, extra_value);

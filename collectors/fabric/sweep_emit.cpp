@@ -282,12 +282,12 @@ void SweepRun::emit_switch(MetricsBuilder& out, const SwitchResult& sw, TimePoin
       mad::add_detail_counters(out, "ibfabric_fabric_port_", switch_port_labels(guid, idx),
                                pr.optional, [this](std::string_view m) { return exported(m); });
     }
-    emit_vl_xmit_wait(out, sw, idx, guid);
+    emit_vl_xmit_wait(out, sw, idx, guid, *l);
   }
 }
 
 void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, std::size_t idx,
-                                 const std::string& guid) {
+                                 const std::string& guid, const LabelSet& port_labels) {
   auto slot = kept_.vl_xmit_wait();
   if (!slot) return;
   const auto& pr = sw.ports[idx];
@@ -297,7 +297,8 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
   if (data.size() < mad::port_vl_xmit_wait_octets()) return;
   int vls = mad::operational_data_vls(pr.port_info->oper_vls);
   // Label sets (node_guid, port, vl) are kept with the topology's label cache, made by its first
-  // sweep; a VL a port has only since then gets a set of this collection's.
+  // sweep, as the port's set (same arena) and the VL: a VL's set holds `vl="N"` only. A VL a
+  // port has only since then gets a set of this collection's.
   auto& cached = kept_.labels.vls[sw.node->guid];
   if (cached.size() < sw.ports.size()) cached.resize(sw.ports.size());
   auto& sets = cached[idx];
@@ -312,7 +313,8 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
     if (static_cast<std::size_t>(vl) < sets.size()) {
       set = sets[static_cast<std::size_t>(vl)];
     } else if (new_label_cache_) {
-      set = &kept_.labels.arena->sets.emplace_back(label_text(labels(vl)));
+      set = &kept_.labels.arena->sets.emplace_back(port_labels,
+                                                   label_text({{"vl", std::to_string(vl)}}));
       sets.push_back(set);
     }
     static constexpr const char* kHelp =

@@ -162,9 +162,9 @@ class SweepRun : public FanOut {
                    int& ports_failed, int& ports_stale);
 
   // A port's PortVLXmitWait of each operational data VL (its PortInfo's OperationalVLs), with
-  // a saturation series for each value pegged at 0xffff.
+  // a saturation series for each value pegged at 0xffff. `port_labels`: the port's cached set.
   void emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, std::size_t idx,
-                         const std::string& guid);
+                         const std::string& guid, const LabelSet& port_labels);
 
   // Whether the series budget (`counters`) exports this per-port counter.
   bool exported(std::string_view metric) const;

@@ -102,6 +102,34 @@ TEST(MetricsBuilder, InternsLabelSetsAcrossFamilies) {
   EXPECT_EQ(families[1].samples[1].labels->text(), "node_guid=\"0x1\",port=\"2\"");
 }
 
+// A set that extends another (a port's with its VL, the fabric's per-VL series) holds only what
+// it adds, and reads, renders and parses as the whole set would.
+TEST(MetricsBuilder, ASetThatExtendsAnotherRendersAsTheWholeSet) {
+  auto arena = std::make_shared<LabelArena>();
+  const LabelSet& port =
+      arena->sets.emplace_back(label_text({{"node_guid", "0x1"}, {"port", "2"}}));
+  const LabelSet& vl = arena->sets.emplace_back(port, label_text({{"vl", "3"}}));
+  const LabelSet& none = arena->sets.emplace_back(std::string());
+  const LabelSet& only = arena->sets.emplace_back(none, label_text({{"vl", "\"0\""}}));
+  EXPECT_EQ(vl.own_text(), "vl=\"3\"");
+  EXPECT_EQ(vl.text(), "node_guid=\"0x1\",port=\"2\",vl=\"3\"");
+  EXPECT_EQ(vl.labels(), (Labels{{"node_guid", "0x1"}, {"port", "2"}, {"vl", "3"}}));
+  EXPECT_EQ(vl.get("port"), "2");
+  EXPECT_EQ(only.text(), "vl=\"\\\"0\\\"\"");  // no comma after an empty prefix
+  EXPECT_EQ(only.get("vl"), "\"0\"");
+  EXPECT_TRUE(arena->sets.emplace_back(none, std::string()).empty());
+
+  MetricsBuilder whole;
+  whole.counter("w_total", "w", {{"node_guid", "0x1"}, {"port", "2"}, {"vl", "3"}}, 7);
+  whole.counter("w_total", "w", {{"vl", "\"0\""}}, 8);
+  MetricsBuilder parts;
+  parts.adopt(arena);
+  parts.counter("w_total", "w", &vl, 7);
+  parts.counter("w_total", "w", &only, 8);
+  EXPECT_EQ(render_text({snapshot(std::move(parts))}, {}),
+            render_text({snapshot(std::move(whole))}, {}));
+}
+
 TEST(MetricsBuilder, DeclareOncePathRendersLikeThePerSampleCalls) {
   MetricsBuilder slow;
   slow.gauge("x", "help", {{"a", "1"}}, 1);

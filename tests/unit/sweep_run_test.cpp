@@ -421,6 +421,12 @@ TEST_F(FabricSweep, VlTransmitWaitExportsEachPortsOperationalVls) {
       series += want.size();
     }
     EXPECT_EQ(m.all("ibfabric_fabric_port_vl_transmit_wait_ticks_total").size(), series);
+    // A per-VL series' label set holds its VL only and shares the port's (the label cache's),
+    // so that it costs about what the port's other series cost.
+    for (const auto& family : c.result.metrics) {
+      if (family.name != "ibfabric_fabric_port_vl_transmit_wait_ticks_total") continue;
+      for (const auto& s : family.samples) EXPECT_EQ(s.labels->own_text().rfind("vl=\"", 0), 0u);
+    }
     auto saturated = m.all("ibfabric_fabric_port_counters_saturated");
     std::set<std::tuple<std::string, std::string, std::string>> flagged;
     for (auto& s : saturated) {
