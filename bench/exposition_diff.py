@@ -24,6 +24,9 @@ that the SA's tables arrive whole (the shim carries no RMPP; bench/fabric_sweep.
 a build that reads PortInfo from the SA's PortInfoRecord table is then compared with its reading
 by SMP.
 
+--vl-transmit-wait turns on the fabric's per-VL waiting (`vl_transmit_wait: true`), so that its
+series (a label set per port and VL) are compared too.
+
 Prints the series only one side has and the values that differ beyond what is ignored; exits 1
 when there is any, 0 when the two builds export the same.
 """
@@ -74,17 +77,18 @@ def unstable(name):
     return any(re.fullmatch(p, name) for p in UNSTABLE)
 
 
-def config(workdir):
+def config(workdir, vl_transmit_wait=False):
     path = os.path.join(workdir, "exposition_diff.yaml")
     targets = ", ".join('{name: "%s"}' % p for p in PEERS)
     with open(path, "w") as f:
         f.write("collectors:\n"
                 "  sysfs: {interval: 1s}\n  ports: {interval: 1s}\n  sm: {interval: 1s}\n"
                 "  sriov: {enabled: false}\n"
-                "  fabric: {enabled: true, interval: 1s, error_details: true}\n"
+                "  fabric: {enabled: true, interval: 1s, error_details: true%s}\n"
                 "  probe: {enabled: true, interval: 1s, udp_listen: \"\", mad_responder: false, "
                 "probe_interval: 100ms, targets: [%s]}\n"
-                "  paths: {enabled: true, interval: 1s}\n" % targets)
+                "  paths: {enabled: true, interval: 1s}\n"
+                % (", vl_transmit_wait: true" if vl_transmit_wait else "", targets))
     return path
 
 
@@ -123,6 +127,8 @@ def main():
     parser.add_argument("--seconds", type=float, default=15.5)
     parser.add_argument("--added", default=None,
                         help="families AFTER adds on purpose (a regular expression)")
+    parser.add_argument("--vl-transmit-wait", action="store_true",
+                        help="the fabric collector with vl_transmit_wait: true")
     parser.add_argument("--sa-rmpp", action="store_true",
                         help="RMPP for SA tables on the simulator (bench/sa_rmpp)")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"),
@@ -134,7 +140,7 @@ def main():
     problems = []
     with make_fabric(topology, "expodiff", args.build, args.sa_rmpp, text=True,
                      sm_host="sm-node mlx5_0") as fabric:
-        conf = config(fabric.workdir)
+        conf = config(fabric.workdir, args.vl_transmit_wait)
         for round_ in range(args.rounds):
             runs = {}
             for label, binary in (("before", args.before), ("after", args.after)):
