@@ -47,7 +47,7 @@ ctest --test-dir "$root/build" --output-on-failure -j "$test_jobs" --timeout 600
 sanitizer_free='^e2e/(test_alert_rules|test_alertmanager_config|test_layers)$'
 # Runs the suite of build dir $1 with sanitizer reports written under $1/sanitizer-reports.
 sanitized_suite() {
-  local dir=$1 reports=$1/sanitizer-reports
+  local dir=$1 reports=$1/sanitizer-reports failed=0
   rm -rf "$reports" && mkdir -p "$reports"
   # The ibsim shim is LD_PRELOADed ahead of the ASan runtime in integration tests, and has an
   # over-read of its own (tests/sanitizers/asan.supp) and leaks the MADs still queued in it when
@@ -63,12 +63,16 @@ sanitized_suite() {
   LSAN_OPTIONS="suppressions=$root/tests/sanitizers/lsan.supp" \
   UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:log_path=$reports/ubsan" \
   TSAN_OPTIONS="symbolize=0:halt_on_error=1:second_deadlock_stack=1:log_path=$reports/tsan:suppressions=$root/tests/sanitizers/tsan.supp" \
-    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" --timeout 900 -E "$sanitizer_free"
+    ctest --test-dir "$dir" --output-on-failure -j "$test_jobs" --timeout 900 -E "$sanitizer_free" ||
+    failed=$?
+  # Shown also when a test failed: a report written with halt_on_error fails its test with
+  # nothing on its output but the exit code, and the report is then the only evidence.
   if compgen -G "$reports/*" >/dev/null; then
     echo "== sanitizer reports in $reports:" >&2
     python3 "$root/scripts/symbolize_report.py" "$dir" "$reports"/* >&2 || cat "$reports"/* >&2
     exit 1
   fi
+  return "$failed"
 }
 
 if [[ "${IBFABRIC_SKIP_SANITIZE:-0}" != 1 ]]; then

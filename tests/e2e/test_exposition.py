@@ -3,8 +3,8 @@ gzip has the same content as the identity text (decoded by Python, by `curl --co
 a real Prometheus, which always asks for gzip), and the filters split the series between two
 scrape jobs so that every series is scraped exactly once.
 
-A daemon with the sysfs collector on the ConnectX-7 fixture, the ports collector off (sm and
-sriov run with their defaults).
+A daemon with the sysfs collector on the ConnectX-7 fixture, the ports collector off, and sm and
+sriov on with their other defaults.
 """
 
 import gzip
@@ -46,8 +46,12 @@ class ExpositionTest(unittest.TestCase):
         cls.tmp = tempfile.mkdtemp(prefix="ibfabric-exposition-")
         config = os.path.join(cls.tmp, "ibfabricd.yaml")
         with open(config, "w") as f:
-            # An hour: one snapshot for the whole test, so two scrapes differ only in live values.
-            f.write("collectors:\n  sysfs: {interval: 1h}\n  ports: {enabled: false}\n")
+            # An hour for every collector that runs: one snapshot each for the whole test, so two
+            # scrapes differ only in live values. With their 15 s default, a run of sm or sriov
+            # between two scrapes changes its runs_total and duration: test_curl_compressed
+            # failed so in CI (TSan build, 2026-11-29).
+            f.write("collectors:\n  sysfs: {interval: 1h}\n  sm: {interval: 1h}\n"
+                    "  sriov: {interval: 1h}\n  ports: {enabled: false}\n")
         cls.daemon = Daemon(["--config", config, "--sysfs-root",
                              fixture("sysfs", "cx7-ndr")]).start()
         cls.url = cls.daemon.url + "/metrics"
