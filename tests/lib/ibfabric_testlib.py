@@ -306,15 +306,23 @@ class Daemon:
         return parse_exposition(self.scrape())
 
     def wait_for(self, predicate, timeout=30, interval=0.2, what="condition"):
-        """Scrapes until predicate(samples) is true; returns the samples."""
+        """Scrapes until predicate(samples) is true; returns the samples. A predicate that reads
+        a sample not exported yet (find_sample(...) is None: AttributeError, TypeError) means
+        not yet: /metrics serves before a collector's first snapshot, and a scrape in between
+        failed test_daemon on a loaded CI machine (2026-11-29)."""
         deadline = time.monotonic() + timeout
         samples = []
+        last_error = None
         while time.monotonic() < deadline:
             samples = self.samples()
-            if predicate(samples):
-                return samples
+            try:
+                if predicate(samples):
+                    return samples
+            except (AttributeError, TypeError) as e:
+                last_error = e
             time.sleep(interval)
-        raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        raise AssertionError(f"timed out after {timeout}s waiting for {what}" +
+                             (f" (the predicate last raised {last_error!r})" if last_error else ""))
 
     def signal(self, sig):
         self.process.send_signal(sig)
