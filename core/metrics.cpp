@@ -197,6 +197,40 @@ MetricFamilies MetricsBuilder::take() && {
   return std::move(families_);
 }
 
+std::size_t MetricsBuilder::samples() const {
+  std::size_t n = 0;
+  for (const auto& fam : families_) n += fam.samples.size();
+  return n;
+}
+
+std::vector<std::pair<MetricsBuilder::FamilyId, MetricFamily>> MetricsBuilder::take_samples(
+    const std::function<bool(FamilyId, const MetricFamily&)>& which) {
+  std::vector<std::pair<FamilyId, MetricFamily>> out;
+  for (FamilyId id = 0; id < families_.size(); ++id) {
+    auto& fam = families_[id];
+    if (fam.samples.empty() || !fam.histograms.empty() || !which(id, fam)) continue;
+    auto& part = out.emplace_back(id, MetricFamily{}).second;
+    part.name = fam.name;
+    part.help = fam.help;
+    part.type = fam.type;
+    part.samples = std::move(fam.samples);
+    fam.samples = {};
+    fam.samples.reserve(part.samples.size());
+    // Every arena its samples may point into: this builder's and the adopted ones.
+    add_arena(part, arena_);
+    for (const auto& arena : adopted_) add_arena(part, arena);
+  }
+  return out;
+}
+
+void MetricsBuilder::set_text(FamilyId id, std::shared_ptr<const DeflatedText> text) {
+  auto& fam = families_.at(id);
+  if (!fam.samples.empty() || !fam.histograms.empty()) {
+    throw std::logic_error("metric " + fam.name + " has samples; it cannot be set as text");
+  }
+  fam.text = std::move(text);
+}
+
 MetricsBuilder::SizeHints MetricsBuilder::sizes_of(const MetricFamilies& families) {
   SizeHints sizes;
   for (const auto& f : families) sizes[f.name] = f.samples.size();

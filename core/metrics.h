@@ -150,6 +150,18 @@ class MetricsBuilder {
   MetricFamilies take() &&;
   bool empty() const { return families_.empty(); }
 
+  // Samples added so far, over every family.
+  std::size_t samples() const;
+  // Moves out the samples added so far to each family `which` picks (never a histogram's), as
+  // a family of its own (name, help, type, samples, and the arenas they may point into), so
+  // that a large result can be compressed part by part while it is built (the fabric sweep).
+  // The family keeps its place, empty, reserved as large as what was taken, and takes more.
+  std::vector<std::pair<FamilyId, MetricFamily>> take_samples(
+      const std::function<bool(FamilyId, const MetricFamily&)>& which);
+  // Sets the compressed text of a family whose samples were all taken (MetricFamily::text);
+  // std::logic_error if it has any.
+  void set_text(FamilyId id, std::shared_ptr<const DeflatedText> text);
+
   // How many samples each family had last time (sizes_of() of the previous result): families
   // are reserved that many, so that a large collection does not grow its vectors by doubling
   // (up to twice the memory while it is built).

@@ -133,12 +133,12 @@ void Deflater::run(std::string_view data, int flush) {
 }
 
 std::shared_ptr<const DeflatedText> deflate_family(const MetricFamily& family, Deflater& deflater,
-                                                   std::string& text) {
+                                                   std::string& text, bool header) {
   constexpr std::size_t kSlice = 64 * 1024;  // text compressed at a time
   auto deflated = std::make_shared<DeflatedText>();
   deflater.begin(&deflated->deflated);
   text.clear();
-  append_header(text, family);
+  if (header) append_header(text, family);
   deflated->header = text.size();
   std::size_t n = family.samples.size();
   if (family.type == prometheus::MetricType::Histogram) n = std::min(n, family.histograms.size());
@@ -156,6 +156,17 @@ std::shared_ptr<const DeflatedText> deflate_family(const MetricFamily& family, D
   deflated->length = deflater.length();
   deflated->deflated.shrink_to_fit();
   return deflated;
+}
+
+void append_deflated(DeflatedText& into, const DeflatedText& piece) {
+  if (into.length == 0 && into.deflated.empty()) {
+    into = piece;
+    return;
+  }
+  into.deflated += piece.deflated;
+  into.crc = static_cast<std::uint32_t>(
+      crc32_combine(into.crc, piece.crc, static_cast<z_off_t>(piece.length)));
+  into.length += piece.length;
 }
 
 MetricFamily compressed_family(const MetricFamily& family) {

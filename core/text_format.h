@@ -51,8 +51,12 @@ class Deflater {
 };
 
 // The whole text of `family` (header and samples) as one such piece. `text` is scratch space.
+// Without `header`, its samples only: a later part of a family compressed part by part.
 std::shared_ptr<const DeflatedText> deflate_family(const MetricFamily& family, Deflater& deflater,
-                                                   std::string& text);
+                                                   std::string& text, bool header = true);
+// Appends `piece` to `into`: the text of both in order (the deflated octets joined, the CRC-32
+// combined); `into`'s header stays, or is the piece's when `into` was empty.
+void append_deflated(DeflatedText& into, const DeflatedText& piece);
 
 // `family` as its compressed text (MetricFamily::text, no samples): for a large family that a
 // collector shows unchanged in many snapshots (the fabric's node and cable info), so that it is

@@ -6,6 +6,7 @@
 
 #include <malloc.h>
 #include <spdlog/spdlog.h>
+#include <boost/asio/post.hpp>
 
 #include <algorithm>
 
@@ -62,6 +63,44 @@ void FabricCollector::compress_info(std::function<void()> then) {
     return;
   }
   info_compression_ = std::move(job);
+}
+
+namespace {
+std::vector<std::shared_ptr<const DeflatedText>> deflate_part(MetricFamilies& part,
+                                                              const std::vector<char>& headers) {
+  Deflater deflater;
+  std::string text;
+  std::vector<std::shared_ptr<const DeflatedText>> pieces;
+  for (std::size_t i = 0; i < part.size(); ++i) {
+    pieces.push_back(deflate_family(part[i], deflater, text, headers.at(i) != 0));
+    std::vector<Sample>().swap(part[i].samples);
+  }
+  return pieces;
+}
+}  // namespace
+
+void FabricCollector::compress_part(
+    MetricFamilies part, std::vector<char> headers,
+    std::function<void(std::vector<std::shared_ptr<const DeflatedText>>)> then) {
+  auto job = std::make_shared<PartCompression>(
+      PartCompression{this, std::move(then), boost::asio::make_work_guard(io_)});
+  part_compression_ = job;
+  std::weak_ptr<PartCompression> weak = job;
+  auto land = [weak](std::vector<std::shared_ptr<const DeflatedText>> pieces) {
+    auto job = weak.lock();
+    if (!job) return;
+    auto then = std::move(job->then);
+    job->collector->part_compression_.reset();
+    then(std::move(pieces));
+  };
+  auto shared = std::make_shared<MetricFamilies>(std::move(part));
+  auto error = compressor_.start([shared, headers, land]() -> OffLoop::Then {
+    return [land, pieces = deflate_part(*shared, headers)]() mutable { land(std::move(pieces)); };
+  });
+  if (error.empty()) return;
+  spdlog::warn("fabric: a part of the sweep's result is compressed on the event loop: {}", error);
+  boost::asio::post(
+      io_, [land, pieces = deflate_part(*shared, headers)]() mutable { land(std::move(pieces)); });
 }
 
 void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) {
@@ -228,7 +267,11 @@ void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::strin
   auto topology = kept_.topology ? kept_.topology : std::make_shared<const Topology>();
   auto s = std::make_shared<SweepRun>(
       kept_, std::move(topology), fresh, std::move(done), discovery_ok, std::move(discovery_error),
-      [this](std::function<void()> then) { compress_info(std::move(then)); });
+      [this](std::function<void()> then) { compress_info(std::move(then)); },
+      [this](MetricFamilies part, std::vector<char> headers,
+             std::function<void(SweepRun::Pieces)> then) {
+        compress_part(std::move(part), std::move(headers), std::move(then));
+      });
   s->start();
 }
 

@@ -65,6 +65,12 @@ class FabricCollector final : public Collector {
   // cache and calls `then` on the loop. When no thread can be started (out of threads or
   // memory), they stay as samples and `then` is called now.
   void compress_info(std::function<void()> then);
+  // Compresses a part of a sweep's families on a thread of its own (each family's samples are
+  // freed there as soon as it is compressed), then calls `then` on the loop with their texts
+  // (SweepRun::CompressPart). When no thread can be started, compresses on the loop: a part is
+  // bounded (FabricConfig::seal_samples).
+  void compress_part(MetricFamilies part, std::vector<char> headers,
+                     std::function<void(std::vector<std::shared_ptr<const DeflatedText>>)> then);
 
   boost::asio::io_context& io_;
   // Everything the runs read and update: the topology, the label cache, the link memory, the
@@ -82,6 +88,13 @@ class FabricCollector final : public Collector {
     boost::asio::executor_work_guard<boost::asio::io_context::executor_type> busy;
   };
   std::shared_ptr<InfoCompression> info_compression_;
+  // Likewise for the part of a sweep being compressed (one at a time).
+  struct PartCompression {
+    FabricCollector* collector;
+    std::function<void(std::vector<std::shared_ptr<const DeflatedText>>)> then;
+    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> busy;
+  };
+  std::shared_ptr<PartCompression> part_compression_;
   OffLoop compressor_;  // last: closed before anything its results would reach goes
 };
 

@@ -6,6 +6,7 @@
 #include "config/config.h"
 
 #include <chrono>
+#include <cstddef>
 #include <set>
 #include <string>
 #include <vector>
@@ -32,6 +33,10 @@ struct FabricConfig {
   // The configuration's PortXmitWait ticks (top-level transmit_wait_ticks), for the switches
   // ib/transmit_wait_tick.h does not know.
   std::vector<TransmitWaitTickRule> transmit_wait_ticks;
+  // Not a key of the configuration: once a sweep's result holds this many samples, its large
+  // families are compressed so far on a thread of their own while the sweep goes on (docs/
+  // design.md, "Memory of the fabric sweep"). 2 MiB of samples; tests set less.
+  std::size_t seal_samples = 131072;
 };
 
 }  // namespace ibfabric::fabric

@@ -62,6 +62,47 @@ void SweepRun::emit_finished(SwitchResult& sw, TimePoint now) {
   std::vector<PortResult>().swap(sw.ports);
   auto i = static_cast<std::size_t>(&sw - switches_.data());
   if (i < sa_info_.size()) std::vector<std::optional<mad::PortInfo>>().swap(sa_info_[i]);
+  maybe_seal();
+}
+
+void SweepRun::maybe_seal() {
+  if (!sealing_ && !settling_ && out_.samples() >= kept_.config.seal_samples) seal();
+}
+
+bool SweepRun::seal() {
+  auto part = out_.take_samples([this](MetricsBuilder::FamilyId id, const MetricFamily& family) {
+    return sealed_.contains(id) ||
+           (!settling_ && family.samples.size() * kSealFamilyShare >= kept_.config.seal_samples);
+  });
+  if (part.empty()) return false;
+  std::vector<MetricsBuilder::FamilyId> ids;
+  MetricFamilies families;
+  std::vector<char> headers;  // the first part of a family has its HELP and TYPE
+  for (auto& [id, family] : part) {
+    headers.push_back(sealed_.contains(id) ? 0 : 1);
+    sealed_[id];
+    ids.push_back(id);
+    families.push_back(std::move(family));
+  }
+  sealing_ = true;
+  compress_part_(
+      std::move(families), std::move(headers),
+      [self = std::static_pointer_cast<SweepRun>(shared_from_this()),
+       ids = std::move(ids)](Pieces pieces) { self->on_sealed(ids, std::move(pieces)); });
+  return true;
+}
+
+void SweepRun::on_sealed(const std::vector<MetricsBuilder::FamilyId>& ids, Pieces pieces) {
+  // One part is out at a time, so the parts of a family join in the order they were taken.
+  for (std::size_t k = 0; k < ids.size() && k < pieces.size(); ++k) {
+    append_deflated(sealed_[ids[k]], *pieces[k]);
+  }
+  sealing_ = false;
+  if (!settling_) {
+    maybe_seal();
+  } else if (!seal()) {
+    finish();
+  }
 }
 
 void SweepRun::emit_topology(MetricsBuilder& out) {
@@ -335,10 +376,24 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
 }
 
 void SweepRun::settled() {
-  double sweep_seconds = seconds_since(started_);
+  sweep_seconds_ = seconds_since(started_);
   // What is left: switches held back because none had answered (then nothing did).
   auto now = Clock::now();
   for (auto& sw : switches_) emit_finished(sw, now);
+  if (sealed_.empty()) {
+    finish();
+    return;
+  }
+  // The rest of the families compressed part by part goes the same way, after the part out.
+  settling_ = true;
+  if (!sealing_ && !seal()) finish();
+}
+
+void SweepRun::finish() {
+  const double sweep_seconds = sweep_seconds_;
+  for (auto& [id, text] : sealed_) {
+    out_.set_text(id, std::make_shared<const DeflatedText>(std::move(text)));
+  }
   MetricsBuilder& out = out_;
   const int switches_answered = switches_answered_;
   const int ports_ok = ports_ok_, ports_failed = ports_failed_, ports_stale = ports_stale_;

@@ -17,7 +17,7 @@ using Clock = std::chrono::steady_clock;
 
 SweepRun::SweepRun(FabricState& kept, std::shared_ptr<const Topology> topology, bool fresh,
                    Collector::Done done, bool discovery_ok, std::string discovery_error,
-                   CompressInfo compress_info)
+                   CompressInfo compress_info, CompressPart compress_part)
     : FanOut(kept.mad),
       kept_(kept),
       topology_(std::move(topology)),
@@ -25,7 +25,8 @@ SweepRun::SweepRun(FabricState& kept, std::shared_ptr<const Topology> topology, 
       done_(std::move(done)),
       discovery_ok_(discovery_ok),
       discovery_error_(std::move(discovery_error)),
-      compress_info_(std::move(compress_info)) {}
+      compress_info_(std::move(compress_info)),
+      compress_part_(std::move(compress_part)) {}
 
 void SweepRun::start() {
   auto& cache = kept_.labels;

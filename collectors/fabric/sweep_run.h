@@ -6,8 +6,9 @@
 // every port (and the optional attributes when on: error details, PortVLXmitWaitCounters), all
 // by LID, kSwitchesInFlight switches at a time and at most about kQueriesPerSwitch queries of
 // one switch out (docs/design.md, "What each sweep asks" and "Memory of the fabric sweep").
-// Builds the collection's result switch by switch; a port's lost parts are taken from the last
-// values the collector keeps (keep_unread), and what it read is kept for the next.
+// Builds the collection's result switch by switch (a large one compressed part by part as it
+// goes); a port's lost parts are taken from the last values the collector keeps (keep_unread),
+// and what it read is kept for the next.
 
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
@@ -21,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -35,6 +37,12 @@ class SweepRun : public FanOut {
   // Compresses the label cache's info families, then calls its argument on the loop
   // (FabricCollector::compress_info).
   using CompressInfo = std::function<void(std::function<void()>)>;
+  // Compresses a part of the result's families (each with its HELP and TYPE lines or without:
+  // `headers`) on a thread of its own, then calls its last argument on the loop with their
+  // texts in the same order (FabricCollector::compress_part).
+  using Pieces = std::vector<std::shared_ptr<const DeflatedText>>;
+  using CompressPart = std::function<void(MetricFamilies part, std::vector<char> headers,
+                                          std::function<void(Pieces)> then)>;
 
   // What one switch port gave, part by part, and when each part was read (between sweeps,
   // FabricState::PortMemory keeps it packed).
@@ -79,7 +87,7 @@ class SweepRun : public FanOut {
   // fails the collection with `discovery_error`, whatever the sweep reads.
   SweepRun(FabricState& kept, std::shared_ptr<const Topology> topology, bool fresh,
            Collector::Done done, bool discovery_ok, std::string discovery_error,
-           CompressInfo compress_info);
+           CompressInfo compress_info, CompressPart compress_part);
 
   void start();
 
@@ -105,6 +113,11 @@ class SweepRun : public FanOut {
   // left the fabric idle whenever the SA answered after the first 16 switches' counters
   // (docs/design.md, "What each sweep asks"); their answers are a few KiB a switch.
   static constexpr std::size_t kSwitchesWaitingForTable = 48;
+  // Once the result holds FabricConfig::seal_samples samples, the samples so far of each family
+  // that holds at least this share of them (or was compressed before in this sweep) are
+  // compressed while the sweep goes on: the per-port families, not the per-switch ones. A
+  // family compressed so is the joined text of its parts.
+  static constexpr std::size_t kSealFamilyShare = 64;
 
  private:
   void begin();
@@ -170,6 +183,18 @@ class SweepRun : public FanOut {
   bool exported(std::string_view metric) const;
 
   void settled() override;
+  // The summary series, the result, and the collection's end.
+  void finish();
+
+  // A large result's samples so far go to be compressed when there are enough of them
+  // (FabricConfig::seal_samples) and no part is out already: at 50,000 switch ports a sweep's
+  // samples were 20 MB at its end, the largest part of the daemon's peak (docs/design.md,
+  // "Memory of the fabric sweep").
+  void maybe_seal();
+  // Sends the samples so far of the families to compress (once settling_, only those
+  // compressed before); false when there were none.
+  bool seal();
+  void on_sealed(const std::vector<MetricsBuilder::FamilyId>& ids, Pieces pieces);
 
   FabricState& kept_;
   std::shared_ptr<const Topology> topology_;
@@ -181,6 +206,12 @@ class SweepRun : public FanOut {
   bool discovery_ok_;
   std::string discovery_error_;
   CompressInfo compress_info_;
+  CompressPart compress_part_;
+  // The families compressed part by part in this sweep: their text so far.
+  std::map<MetricsBuilder::FamilyId, DeflatedText> sealed_;
+  bool sealing_ = false;   // a part is out being compressed
+  bool settling_ = false;  // every query has settled: the rest is compressed, then finish()
+  double sweep_seconds_ = 0;
   std::vector<SwitchResult> switches_;
   // Per switch (switches_ order), per port (port - 1): the SA's PortInfoRecord of this sweep;
   // a switch's are freed when it is emitted.

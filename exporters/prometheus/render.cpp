@@ -187,6 +187,9 @@ constexpr std::size_t kTrimAfter = 256 << 10;
 // Snapshots with at least this many samples are compressed before they are shown (about 1 MB
 // of text); smaller ones cost a scrape less than a millisecond.
 constexpr std::size_t kPrepareSamples = 10000;
+// Or with at least this much text that a collector compressed itself (the fabric sweep's large
+// families at scale): the swap of such a snapshot is where the heap goes back to the kernel.
+constexpr std::uint64_t kPrepareTextOctets = 1 << 20;
 // Families of a prepared snapshot with at least this many samples are kept as compressed text
 // only (inflated for a plain-text scrape); smaller ones keep their samples.
 constexpr std::size_t kDeflateFamilySamples = 256;
@@ -454,8 +457,12 @@ void Exporter::release_replaced() {
 
 bool Exporter::worth_preparing(const Snapshot& snapshot) {
   std::size_t samples = 0;
-  for (const auto& f : snapshot.families) samples += f.samples.size();
-  return samples >= kPrepareSamples;
+  std::uint64_t text = 0;
+  for (const auto& f : snapshot.families) {
+    samples += f.samples.size();
+    if (f.text) text += f.text->length;
+  }
+  return samples >= kPrepareSamples || text >= kPrepareTextOctets;
 }
 
 void Exporter::prepare(const NamedSnapshots& current, const std::string& name,

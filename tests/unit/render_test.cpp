@@ -286,6 +286,64 @@ struct ExporterFixture {
   Exporter exporter;
 };
 
+// A large result compressed part by part while it is built (the fabric sweep at scale,
+// docs/design.md, "Memory of the fabric sweep"): the families keep their place and take more
+// samples after each part, and their joined texts (first part with the header) render, and
+// scrape as gzip, exactly as the samples would.
+TEST(Exporter, AFamilyCompressedPartByPartScrapesAsItsSamplesDo) {
+  MetricsBuilder whole, parts;
+  std::map<MetricsBuilder::FamilyId, DeflatedText> joined;
+  Deflater deflater;
+  std::string scratch;
+  auto seal = [&](bool last) {
+    auto taken = parts.take_samples([&](MetricsBuilder::FamilyId id, const MetricFamily& f) {
+      return joined.contains(id) || (!last && f.samples.size() >= 100);
+    });
+    for (const auto& [id, family] : taken) {
+      bool first = !joined.contains(id);
+      append_deflated(joined[id], *deflate_family(family, deflater, scratch, first));
+    }
+    return taken.size();
+  };
+  std::size_t taken = 0;
+  for (auto* b : {&whole, &parts}) b->gauge("ibfabric_fabric_shard_info", "s", {}, 1);
+  for (int port = 1; port <= 3000; ++port) {
+    Labels l{{"node_guid", hex_guid(0x2c9000000000ull + static_cast<unsigned>(port / 36))},
+             {"port", std::to_string(port % 36 + 1)}};
+    for (auto* b : {&whole, &parts}) {
+      b->counter("ibfabric_fabric_port_receive_bytes_total", "rx", l, port * 4096.0);
+      b->counter("ibfabric_fabric_port_transmit_bytes_total", "tx", l, port * 1e12);
+      if (port % 50 == 0) b->gauge("ibfabric_fabric_few", "few", l, port);
+    }
+    if (port % 700 == 0) taken += seal(false);
+  }
+  taken += seal(true);
+  EXPECT_EQ(taken, 10u);  // rx and tx at 700, 1400, 2100 and 2800, and their rest
+  for (auto& [id, text] : joined) {
+    parts.set_text(id, std::make_shared<const DeflatedText>(std::move(text)));
+  }
+  EXPECT_EQ(parts.samples(), 61u);  // shard_info and the 60 of "few", never taken
+  auto split = snapshot(std::move(parts));
+  ASSERT_EQ(split->families.size(), 4u);
+  EXPECT_TRUE(split->families[1].text && split->families[1].samples.empty());
+  EXPECT_FALSE(split->families[3].text);
+  auto all = snapshot(std::move(whole));
+  EXPECT_EQ(render_text({split}, {}), render_text({all}, {}));
+
+  Exporter exporter;
+  auto scrape = [&](SnapshotPtr s, std::string_view encoding) {
+    auto response = exporter.scrape({"", encoding}, {{"fabric", s}}, {"fabric"}, {});
+    response.body = read_body(response);
+    return response.body;
+  };
+  EXPECT_EQ(gunzip(scrape(split, "gzip")), scrape(all, ""));
+  EXPECT_EQ(scrape(split, ""), scrape(all, ""));
+
+  MetricsBuilder more;
+  more.gauge("g", "g", {}, 1);
+  EXPECT_THROW(more.set_text(0, std::make_shared<const DeflatedText>()), std::logic_error);
+}
+
 // What prepare() makes of the fixture's fabric snapshot, and whether it let go of the one it was
 // given.
 struct Prepared {

@@ -8,11 +8,13 @@
 
 #include <gtest/gtest.h>
 #include <infiniband/mad.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <chrono>
 #include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -540,6 +542,86 @@ TEST_F(FabricSweep, ALostVlXmitWaitKeepsItsLastValuesWithinKeepUnread) {
     EXPECT_EQ(vl_series(c.metrics, leaf, 3), (std::map<int, double>{{0, 5}, {1, 3002}}));
     EXPECT_EQ(c.metrics.value("ibfabric_fabric_ports_failed"), 0);
     EXPECT_TRUE(c.metrics.all("ibfabric_fabric_port_stale_seconds").empty());
+  }
+}
+
+// A large result is compressed part by part while the sweep goes on (FabricConfig::
+// seal_samples; docs/design.md, "Memory of the fabric sweep"): here after every switch, each
+// family with samples. The exposition is the one the samples give, line for line, after a
+// discovery and in a steady sweep, per-VL sets (which extend the port's) and error details
+// included, and each compressed family is one valid gzip text (its parts' CRC-32 combined).
+TEST_F(FabricSweep, AResultCompressedPartByPartReadsAsItsSamples) {
+  FatTree tree(io_, 2, 4, 2);
+  capabilities(tree, kExtended | mad::kPmXmitWaitSupported);
+  for (Guid sw : tree.switches()) tree.fabric->oper_vls(sw, 4);  // VL0-7
+  vl_waits(tree);
+  for (Guid sw : tree.switches()) {
+    for (int p = 1; p <= tree.ports_of(sw); ++p) extended_data(tree, sw, p, 1000u * p + sw % 97);
+  }
+  FabricConfig config;
+  config.vl_transmit_wait = true;
+  config.error_details = true;
+  auto whole = make_collector(io_, tree, config);
+  config.seal_samples = 1;
+  auto sealed = make_collector(io_, tree, config);
+  // Sample lines only, without the values that move between two collections.
+  auto lines = [](const Collected& c) {
+    std::vector<std::string> out;
+    std::istringstream in(c.metrics.text());
+    for (std::string line; std::getline(in, line);) {
+      if (line.find("duration_seconds") == std::string::npos &&
+          line.find("timestamp_seconds") == std::string::npos) {
+        out.push_back(line);
+      }
+    }
+    return out;
+  };
+  for (const char* sweep : {"after a discovery", "steady"}) {
+    SCOPED_TRACE(sweep);
+    auto a = collect(io_, *whole);
+    auto b = collect(io_, *sealed);
+    ASSERT_TRUE(a.result.success && b.result.success) << a.result.error << b.result.error;
+    EXPECT_EQ(b.metrics.value("ibfabric_fabric_ports_swept"), tree.switch_ports());
+    EXPECT_EQ(a.metrics.all("ibfabric_fabric_port_vl_transmit_wait_ticks_total").size(),
+              8u * static_cast<std::size_t>(tree.switch_ports()));
+    auto want = lines(a);
+    auto got = lines(b);
+    EXPECT_EQ(got.size(), want.size());
+    for (std::size_t k = 0; k < want.size() && k < got.size(); ++k) {
+      ASSERT_EQ(got[k], want[k]) << "line " << k;
+    }
+    // The per-port families went as text, and only in the sealed collector's result.
+    std::size_t texts = 0;
+    for (const auto& family : b.result.metrics) {
+      if (!family.name.starts_with("ibfabric_fabric_port_")) continue;
+      ASSERT_TRUE(family.text) << family.name;
+      EXPECT_TRUE(family.samples.empty()) << family.name;
+      ++texts;
+      // A gzip member of the text alone: zlib checks its CRC-32 and length.
+      std::string gz("\x1f\x8b\x08\0\0\0\0\0\0\xff", 10);
+      gz += family.text->deflated;
+      gz += std::string("\x03\0", 2);
+      for (std::uint64_t v : {std::uint64_t{family.text->crc}, family.text->length}) {
+        for (int octet = 0; octet < 4; ++octet) gz += static_cast<char>((v >> (8 * octet)) & 0xff);
+      }
+      z_stream z{};
+      ASSERT_EQ(inflateInit2(&z, 16 + MAX_WBITS), Z_OK);
+      z.next_in = reinterpret_cast<Bytef*>(gz.data());
+      z.avail_in = static_cast<uInt>(gz.size());
+      std::string text(family.text->length + 1, '\0');
+      z.next_out = reinterpret_cast<Bytef*>(text.data());
+      z.avail_out = static_cast<uInt>(text.size());
+      EXPECT_EQ(inflate(&z, Z_FINISH), Z_STREAM_END) << family.name << ": " << (z.msg ? z.msg : "");
+      EXPECT_EQ(z.total_out, family.text->length) << family.name;
+      inflateEnd(&z);
+      text.resize(z.total_out);
+      EXPECT_EQ(text.rfind("# HELP " + family.name + " ", 0), 0u) << family.name;
+      EXPECT_EQ(text.find("# HELP", 1), std::string::npos) << family.name;  // one header
+    }
+    EXPECT_GE(texts, 20u);
+    for (const auto& family : a.result.metrics) {  // the default: no part at this size
+      EXPECT_FALSE(family.text && family.name.starts_with("ibfabric_fabric_port_")) << family.name;
+    }
   }
 }
 
