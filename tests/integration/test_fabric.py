@@ -1,5 +1,5 @@
 """The `fabric` collector against a simulated two-level fat tree of 48 switches and 576 HCAs
-(ibsim + opensm under the umad shim, see ../shared/SIMULATOR.md): every port of every switch is
+(ibsim + opensm under the umad shim, see tests/lib/simfabric.py): every port of every switch is
 in the daemon's metrics with the values `perfquery` / `perfquery -x` report (one process per
 switch and counter set, `-l` loops over the ports), the links equal `ibnetdiscover`'s, two
 shards cover every switch exactly once with the documented hash, a switch that stops

@@ -1,7 +1,7 @@
 """Localization end to end: from probe loss and late answers to the culprit, through a real
 Prometheus and ibfabric-localize.
 
-A simulated two-level fat tree (ibsim + opensm under the umad shim, see ../shared/SIMULATOR.md)
+A simulated two-level fat tree (ibsim + opensm under the umad shim, see tests/lib/simfabric.py)
 with an ibfabricd on every host: each probes every other over MAD (ibping's class) every 50 ms,
 answers their probes, traces the paths of its probes (`paths`), and reads its own port's counters
 (`ports`); the first also sweeps the switches (`fabric`). Debian's `prometheus` scrapes them

@@ -1,5 +1,5 @@
 """A lossy fabric is not a down fabric (issue 22): on a small simulated fat tree (ibsim + opensm
-under the umad shim, see ../shared/SIMULATOR.md) with MAD drops of 30 to 100 % on ports along
+under the umad shim, see tests/lib/simfabric.py) with MAD drops of 30 to 100 % on ports along
 the daemon's MAD paths, the `fabric` sweep and the `ports` collector keep every series they had
 (a port whose queries were lost keeps its last values and says how old they are in
 *_stale_seconds), report no port down, keep every switch and cable in the topology, and count

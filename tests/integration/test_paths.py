@@ -1,5 +1,5 @@
 """The `paths` collector on simulated fat trees (ibsim + opensm under the umad shim, see
-../shared/SIMULATOR.md), against `ibtracert`, the infiniband-diags tool an engineer runs by hand:
+tests/lib/simfabric.py), against `ibtracert`, the infiniband-diags tool an engineer runs by hand:
 
 - on random two-level fat trees (shape and daemon host drawn at run time; the seed is printed),
   both legs of every probed peer's path (this node -> peer, peer -> this node) equal

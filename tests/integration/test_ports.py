@@ -1,5 +1,5 @@
 """The `ports` collector and the MAD engine against a simulated fabric (ibsim + opensm under the
-umad shim, see ../shared/SIMULATOR.md): values equal what perfquery and smpquery report for the
+umad shim, see tests/lib/simfabric.py): values equal what perfquery and smpquery report for the
 same ports, link changes show within a poll, MAD drops show as timeouts and retries, and a dead
 or frozen simulator does not take the daemon down."""
 

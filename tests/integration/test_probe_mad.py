@@ -8,7 +8,7 @@
 - a daemon probes the stock `ibping -S` and reports round trips without a network share;
 - a new daemon's responder serves from its start, not from its collector's next run.
 
-Simulator quirks this works around (see ../shared/SIMULATOR.md): requests reach a responder only
+Simulator quirks this works around (see tests/lib/simfabric.py): requests reach a responder only
 when it attached with SIM_SET_ISSM=1, which sets the IsSM bit of its port; the shim crashes a
 process that receives a MAD of a class it registered no agent for. So opensm runs on a switch
 (discovery probes every CA, and opensm has no ping agent) with `ignore_other_sm` (it would

@@ -1,5 +1,5 @@
 """The `sm` collector against a simulated fabric (ibsim + two opensm under the umad shim, see
-../shared/SIMULATOR.md): the master and the subnet's SM list equal what `sminfo` reports, a
+tests/lib/simfabric.py): the master and the subnet's SM list equal what `sminfo` reports, a
 stopped master shows as a growing stalled-activity gauge that resets when it resumes, and
 killing the master shows as a failover to the standby and a master change. Each SM is named
 by the node-name-map (the standby is in the test's map), else by its NodeDescription as

@@ -2,7 +2,7 @@
 
 Under the simulator's shim a process can receive MADs from its first access of the IB paths (the
 shim attaches to ibsim then, and SIM_SET_ISSM=1 makes it mark the port IsSM, the port ibsim sends
-requests to; see ../shared/SIMULATOR.md), and a MAD of a class it has no agent for yet ends it
+requests to; see tests/lib/simfabric.py), and a MAD of a class it has no agent for yet ends it
 (SIGSEGV). ibfabricd's first access of the IB stack is the MAD engine opening its default port,
 every agent it serves is registered in that same call right after the open, no collector runs
 before, and under the shim it marks the port IsSM only once they are registered (docs/design.md,

@@ -1,4 +1,5 @@
-"""A simulated InfiniBand fabric for integration tests (see ../shared/SIMULATOR.md).
+"""A simulated InfiniBand fabric for integration tests: ibsim, opensm and the umad shim
+(docs/testing.md).
 
 SimFabric starts `ibsim -s TOPOLOGY` fed from a FIFO (so a test can type console commands
 such as PerformanceSet, Unlink, ReLink, Error while it runs), a Subnet Manager (opensm under the
