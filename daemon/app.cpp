@@ -237,8 +237,6 @@ void App::apply_log_level(const std::string& level) {
   spdlog::set_level(spdlog::level::from_str(level));
 }
 
-std::string App::render() { return render_text(store_.all(), live_metrics_); }
-
 ScrapeResponse App::scrape(const ScrapeRequest& request) {
   std::vector<std::string> collectors;
   for (const auto& runner : runners_) collectors.push_back(runner->name());
@@ -284,7 +282,18 @@ int App::run_once() {
         });
     io_.run();
   }
-  std::cout << render();
+  // Written a slice at a time, as a scrape streams it: at 50,000 switch ports the text is
+  // 132 MB, which --once used to build whole first (docs/benchmarks.md).
+  auto response = scrape(ScrapeRequest{});
+  if (response.stream) {
+    std::string slice;
+    while (response.stream->next(slice)) {
+      std::cout << slice;
+      slice.clear();
+    }
+  } else {
+    std::cout << response.body;
+  }
   std::cout.flush();
   for (auto& runner : runners_) runner->stop();
   return all_ok ? 0 : 1;

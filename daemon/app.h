@@ -57,7 +57,6 @@ class App {
   std::shared_ptr<mad::Engine> mad_engine();  // created on first use
   // The web config file named by `config` (plain HTTP when none); throws ConfigError.
   static WebConfig load_web(const DaemonConfig& config);
-  std::string render();
   ScrapeResponse scrape(const ScrapeRequest& request);
   void apply_log_level(const std::string& level);
 
