@@ -48,7 +48,7 @@ struct ScrapeResponse {
   std::unique_ptr<ScrapeBody> stream;
 };
 
-// The whole body of `response` (tests, --once): `body`, or everything its stream produces.
+// The whole body of `response` (tests): `body`, or everything its stream produces.
 std::string read_body(ScrapeResponse& response);
 
 class Exporter {
