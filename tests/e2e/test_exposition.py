@@ -51,8 +51,9 @@ class ExpositionTest(unittest.TestCase):
         with open(config, "w") as f:
             # An hour for every collector that runs: one snapshot each for the whole test, so two
             # scrapes differ only in live values. With their 15 s default, a run of sm or sriov
-            # between two scrapes changes its runs_total and duration: test_curl_compressed
-            # failed so in CI (TSan build, 2026-11-29).
+            # between two scrapes changes its runs_total and duration (test_curl_compressed
+            # failed in a CI run of 2026-11-29, TSan build; its diff was not printed, and this or
+            # a live value, below, is the cause).
             f.write("collectors:\n  sysfs: {interval: 1h}\n  sm: {interval: 1h}\n"
                     "  sriov: {interval: 1h}\n  ports: {enabled: false}\n")
         cls.daemon = Daemon(["--config", config, "--sysfs-root",
