@@ -113,21 +113,31 @@ std::optional<std::string> unescape(std::string_view field) {
   return out;
 }
 
+StateText::StateText(std::string_view collector, std::uint64_t origin, double saved,
+                     std::size_t links_expected) {
+  out_.reserve(64 + links_expected * 128);
+  out_ += std::string(kMagic) + " " + std::to_string(kVersion) + " " + escape(collector) + "\n";
+  out_ += "origin " + hex64(origin) + "\n";
+  out_ += "saved " + number(saved) + "\n";
+}
+
+void StateText::add(const LinkRecord& l) {
+  out_ += "link " + hex64(l.subnet) + " " + escape(l.device) + " " + hex64(l.guid) + " " +
+          std::to_string(l.port) + " " + hex64(l.remote_guid) + " " +
+          std::to_string(l.remote_port) + " " + std::to_string(l.remote_type) + " " +
+          number(l.seen) + " " + escape(l.name) + " " + escape(l.remote_name) + "\n";
+  ++links_;
+}
+
+std::string StateText::finish() && {
+  out_ += "end " + std::to_string(links_) + "\n";
+  return std::move(out_);
+}
+
 std::string serialize(const State& state) {
-  std::string out;
-  out.reserve(64 + state.links.size() * 128);
-  out +=
-      std::string(kMagic) + " " + std::to_string(kVersion) + " " + escape(state.collector) + "\n";
-  out += "origin " + hex64(state.origin) + "\n";
-  out += "saved " + number(state.saved) + "\n";
-  for (const auto& l : state.links) {
-    out += "link " + hex64(l.subnet) + " " + escape(l.device) + " " + hex64(l.guid) + " " +
-           std::to_string(l.port) + " " + hex64(l.remote_guid) + " " +
-           std::to_string(l.remote_port) + " " + std::to_string(l.remote_type) + " " +
-           number(l.seen) + " " + escape(l.name) + " " + escape(l.remote_name) + "\n";
-  }
-  out += "end " + std::to_string(state.links.size()) + "\n";
-  return out;
+  StateText text(state.collector, state.origin, state.saved, state.links.size());
+  for (const auto& l : state.links) text.add(l);
+  return std::move(text).finish();
 }
 
 ParseResult parse(std::string_view text) {

@@ -56,6 +56,21 @@ struct State {
 
 std::string serialize(const State& state);
 
+// A state's text written one cable at a time: a collector that keeps its cables in a structure
+// of its own writes them without first copying each into a LinkRecord (at 50,000 switch ports
+// those copies were 7.2 MB beside the 6.4 MB text, the daemon's peak). serialize() uses it.
+class StateText {
+ public:
+  StateText(std::string_view collector, std::uint64_t origin, double saved,
+            std::size_t links_expected);
+  void add(const LinkRecord& link);
+  std::string finish() &&;  // the text, `end` line included
+
+ private:
+  std::string out_;
+  std::size_t links_ = 0;
+};
+
 struct ParseResult {
   std::optional<State> state;
   std::string error;  // why there is no state ("" when there is)

@@ -69,11 +69,9 @@ void StateStore::reject(const std::string& why) {
   spdlog::warn("{}: state file ignored file=\"{}\" error=\"{}\"", collector_, path_, why);
 }
 
-void StateStore::save(State state) {
-  if (!enabled() || writer_.busy()) return;
+void StateStore::save_text(std::string content) {
+  if (!accepts()) return;
   auto now = Clock::now();
-  auto content = serialize(state);
-  std::vector<LinkRecord>().swap(state.links);  // the text is all the write needs
   // The last state written is known by a hash of its text without its "saved" line: a copy of
   // it cost about 140 octets per remembered cable for as long as the daemon runs.
   std::string_view text(content);

@@ -50,7 +50,12 @@ class StateStore {
   // aside) and kMinWriteInterval has passed since the last write; a write still under way
   // skips this one. A failed write is logged when writes start failing and when they work
   // again, and counted.
-  void save(State state);
+  void save(const State& state) {
+    if (accepts()) save_text(serialize(state));
+  }
+  // The same, of a state's text (StateText), which a caller builds only when accepts().
+  bool accepts() const { return enabled() && !writer_.busy(); }
+  void save_text(std::string content);
 
   // ibfabric_state_* series of this collector.
   void fill_metrics(MetricsBuilder& out) const;

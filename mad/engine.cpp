@@ -147,6 +147,10 @@ void EngineImpl::fill_metrics(MetricsBuilder& out) const {
             in_flight_total_);
   out.gauge("ibfabric_mad_queued", "MAD requests waiting for a free slot or rate-limit token", {},
             static_cast<double>(queued_));
+  out.gauge("ibfabric_mad_destinations",
+            "Destinations the engine holds: every LID it sent to, and the directed routes with "
+            "MADs queued or in flight",
+            {}, static_cast<double>(dests_.size()));
   for (const auto& [addr, port] : ports_) {
     Labels l{{"device", addr.ca}, {"port", std::to_string(addr.port)}};
     out.gauge("ibfabric_mad_port_open", "1 when the engine has this local umad port open", l,

@@ -286,6 +286,10 @@ PendingPtr EngineImpl::take_in_flight(std::uint32_t tid) {
   if (auto d = dests_.find(p->dest_key); d != dests_.end()) {
     d->second.in_flight--;
     mark_ready(d->second, d->first);
+    // A directed route with nothing left goes: a discovery's routes are one destination each
+    // (30,000 at 50,000 switch ports, 130 octets apiece, for the daemon's life). A LID stays:
+    // a sweep asks it again as soon as this answer is handled, and there are as many as LIDs.
+    if (p->req.to.directed) maybe_erase(d);
   }
   if (p->timer) p->timer->cancel();
   return p;

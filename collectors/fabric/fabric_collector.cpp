@@ -9,6 +9,8 @@
 #include <boost/asio/post.hpp>
 
 #include <algorithm>
+#include <optional>
+#include <utility>
 
 namespace ibfabric::fabric {
 namespace {
@@ -26,20 +28,18 @@ FabricCollector::FabricCollector(boost::asio::io_context& io,
             std::move(state_directory)),
       compressor_(io) {}
 
-void FabricCollector::compress_info(std::function<void()> then) {
+void FabricCollector::compress_info(TopologyInfo info, std::function<void()> then) {
   auto job = std::make_shared<InfoCompression>(
       InfoCompression{this, std::move(then), boost::asio::make_work_guard(io_)});
   std::weak_ptr<InfoCompression> weak = job;
-  auto error = compressor_.start([families = kept_.labels.info, weak]() -> OffLoop::Then {
+  auto source = std::make_shared<const TopologyInfo>(std::move(info));
+  auto error = compressor_.start([source, weak]() -> OffLoop::Then {
     auto started = Clock::now();
-    MetricFamilies compressed;
+    auto compressed = topology_info_compressed(*source, kTopologyInfoPart);
     std::size_t bytes = 0;
-    for (const auto& family : *families) {
-      compressed.push_back(compressed_family(family));
-      bytes += compressed.back().text->deflated.size();
-    }
-    // The heap this thread's arena took for the compression goes back to the kernel: glibc
-    // keeps it otherwise, under the sweep that follows (0.5 MiB at 5,580 switch ports).
+    for (const auto& family : compressed) bytes += family.text->deflated.size();
+    // The heap this thread's arena took goes back to the kernel: glibc keeps it otherwise,
+    // under the sweep that follows (0.5 MiB at 5,580 switch ports).
     malloc_trim(0);
     return [weak, compressed = std::move(compressed), bytes,
             seconds = seconds_since(started)]() mutable {
@@ -59,6 +59,7 @@ void FabricCollector::compress_info(std::function<void()> then) {
         "topology: {}",
         error);
     info_compression_.reset();  // an earlier topology's, if one were pending: it must not land
+    kept_.labels.info = std::make_shared<const MetricFamilies>(topology_info_samples(*source));
     job->then();
     return;
   }
@@ -120,56 +121,30 @@ void FabricCollector::restore_state(std::uint64_t origin, std::uint64_t subnet) 
       return;
     }
   }
-  auto now = Clock::now();
-  std::size_t restored = 0;
-  for (const auto& l : saved.links) {
-    auto seen = state::to_steady(l.seen);
-    if (now - seen > kept_.config.link_memory) continue;
-    // What discovery has just seen is newer.
-    restored +=
-        kept_.links_seen
-            .try_emplace({l.guid, l.port},
-                         FabricState::RememberedLink{l.remote_guid, l.remote_port, l.remote_type,
-                                                     l.name, l.remote_name, seen})
-            .second;
-  }
+  std::vector<Clock::time_point> seen;
+  seen.reserve(saved.links.size());
+  for (const auto& l : saved.links) seen.push_back(state::to_steady(l.seen));
+  // What discovery has just seen is newer.
+  auto restored =
+      kept_.links_seen.restore(saved.links, seen, Clock::now(), kept_.config.link_memory);
   ++kept_.links_version;
   kept_.state.set_restored(restored);
 }
 
 void FabricCollector::save_state(std::uint64_t origin, std::uint64_t subnet) {
-  if (!kept_.state.enabled() || !subnet) return;
-  state::State s;
-  s.collector = "fabric";
-  s.origin = origin;
-  s.saved = state::unix_now();
-  s.links.reserve(kept_.links_seen.size());
-  for (const auto& [end, link] : kept_.links_seen) {
-    s.links.push_back(state::LinkRecord{subnet, "", end.first, end.second, link.remote_guid,
-                                        link.remote_port, link.remote_type,
-                                        state::to_unix(link.seen), link.name, link.remote_name});
+  if (!kept_.state.accepts() || !subnet) return;
+  state::StateText text("fabric", origin, state::unix_now(), kept_.links_seen.size());
+  for (const auto& link : kept_.links_seen.links()) {
+    text.add(state::LinkRecord{subnet, "", link.guid, link.port, link.remote_guid, link.remote_port,
+                               link.remote_type, state::to_unix(link.seen),
+                               kept_.links_seen.name(link.guid),
+                               kept_.links_seen.name(link.remote_guid)});
   }
-  kept_.state.save(std::move(s));
+  kept_.state.save_text(std::move(text).finish());
 }
 
 void FabricCollector::remember_links(const Topology& topology) {
-  auto now = Clock::now();
-  for (const auto& [end, link] : topology.links()) {
-    // A cable this discovery did not see keeps the time it was last seen.
-    if (link.carried) continue;
-    const Node* node = topology.find(end.first);
-    if (!node || node->type != IB_NODE_SWITCH) continue;
-    const Node* remote = topology.find(link.remote_guid);
-    kept_.links_seen[end] = {link.remote_guid,
-                             link.remote_port,
-                             remote ? remote->type : 0,
-                             kept_.names->name(end.first, node->description),
-                             kept_.names->name(link.remote_guid, remote ? remote->description : ""),
-                             now};
-  }
-  std::erase_if(kept_.links_seen, [&](const auto& entry) {
-    return now - entry.second.seen > kept_.config.link_memory;
-  });
+  kept_.links_seen.remember(topology, *kept_.names, Clock::now(), kept_.config.link_memory);
   ++kept_.links_version;
 }
 
@@ -245,11 +220,13 @@ void FabricCollector::collect(Done done) {
                     carried);
     }
     kept_.topology = std::move(topology);
+    ++kept_.topology_version;
     remember_links(*kept_.topology);
+    std::optional<std::pair<std::uint64_t, std::uint64_t>> save;  // (origin, subnet)
     for (const auto& [guid, node] : kept_.topology->nodes()) {
       if (!node.route.empty() || node.carried) continue;
       restore_state(guid, kept_.topology->subnet_prefix);
-      save_state(guid, kept_.topology->subnet_prefix);
+      save = {guid, kept_.topology->subnet_prefix};
       break;
     }
     kept_.pma_caps.clear();
@@ -258,6 +235,15 @@ void FabricCollector::collect(Done done) {
     spdlog::debug("fabric: discovery done switches={} cas={} cables={} seconds={:.3f}",
                   kept_.topology->count(IB_NODE_SWITCH), kept_.topology->count(IB_NODE_CA),
                   kept_.topology->cable_count(), kept_.discovery_seconds);
+    if (save) {
+      // The state file's text (about 128 octets a cable) is built once this sweep's result is
+      // out and the last topology freed: built here, beside both topologies, it made the
+      // daemon's peak at 50,000 switch ports.
+      done = [this, done = std::move(done), save = *save](CollectResult result) {
+        done(std::move(result));
+        save_state(save.first, save.second);
+      };
+    }
     sweep(std::move(done), true, true, "");
   });
   discovery->start();
@@ -267,7 +253,9 @@ void FabricCollector::sweep(Done done, bool fresh, bool discovery_ok, std::strin
   auto topology = kept_.topology ? kept_.topology : std::make_shared<const Topology>();
   auto s = std::make_shared<SweepRun>(
       kept_, std::move(topology), fresh, std::move(done), discovery_ok, std::move(discovery_error),
-      [this](std::function<void()> then) { compress_info(std::move(then)); },
+      [this](TopologyInfo info, std::function<void()> then) {
+        compress_info(std::move(info), std::move(then));
+      },
       [this](MetricFamilies part, std::vector<char> headers,
              std::function<void(SweepRun::Pieces)> then) {
         compress_part(std::move(part), std::move(headers), std::move(then));

@@ -13,6 +13,7 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
 #include "collectors/fabric/fabric_state.h"
+#include "collectors/fabric/topology_info.h"
 #include "core/off_loop.h"
 #include "ib/state_file.h"
 #include "mad/engine.h"
@@ -60,11 +61,11 @@ class FabricCollector final : public Collector {
   // fabric seen from that same node, on the same subnet, is used.
   void restore_state(std::uint64_t origin, std::uint64_t subnet);
   void save_state(std::uint64_t origin, std::uint64_t subnet);
-  // Compresses the label cache's info families on a thread of their own (at 50,000 switch
-  // ports they are 12.5 MB of text: too long a step for the loop), then puts them in the
-  // cache and calls `then` on the loop. When no thread can be started (out of threads or
-  // memory), they stay as samples and `then` is called now.
-  void compress_info(std::function<void()> then);
+  // Makes the label cache's info families of `info` and compresses them on a thread of their
+  // own (at 50,000 switch ports they are 12.5 MB of text: too long a step for the loop), then
+  // puts them in the cache and calls `then` on the loop. When no thread can be started (out
+  // of threads or memory), they are made as samples on the loop and `then` is called now.
+  void compress_info(TopologyInfo info, std::function<void()> then);
   // Compresses a part of a sweep's families on a thread of its own (each family's samples are
   // freed there as soon as it is compressed), then calls `then` on the loop with their texts
   // (SweepRun::CompressPart). When no thread can be started, compresses on the loop: a part is

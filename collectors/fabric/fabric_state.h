@@ -6,6 +6,7 @@
 
 #include "collectors/fabric/fabric_config.h"
 #include "collectors/fabric/fabric_model.h"
+#include "collectors/fabric/link_memory.h"
 #include "collectors/fan_out.h"
 #include "config/config.h"
 #include "core/metrics.h"
@@ -95,19 +96,14 @@ struct FabricState {
     std::optional<mad::PortInfo> port_info;
     TimePoint port_info_at;
     Kept basic, extended;
-    std::vector<Kept> optional;  // FabricState::optional order; empty when there is none
   };
   struct SwitchMemory {
-    std::vector<PortMemory> ports;    // index = port number - 1
+    std::vector<PortMemory> ports;  // index = port number - 1
+    // Each port's optional attributes, in FabricState::optional order: port (number - 1) times
+    // their number, plus the attribute. One vector a switch, not one a port (24 octets a port,
+    // and an allocation a port with an opt-in on).
+    std::vector<Kept> optional;
     std::vector<std::uint8_t> bytes;  // what every port's Kept parts hold
-  };
-
-  struct RememberedLink {
-    std::uint64_t remote_guid = 0;
-    int remote_port = 0;
-    int remote_type = 0;
-    std::string name, remote_name;
-    std::chrono::steady_clock::time_point seen;
   };
 
   // Never the engine itself (seen without: SIGSEGV on SIGTERM mid-sweep; see ClientHandle).
@@ -120,19 +116,23 @@ struct FabricState {
     return optional.size() - 1;
   }
   std::shared_ptr<const NodeNameMap> names;
-  // Remembers the cables discovery saw (switch end -> far end) for link_memory, so that a
-  // cable that went down is still named by what was plugged in there.
-  std::map<std::pair<std::uint64_t, int>, RememberedLink> links_seen;
+  // The cables discovery saw (switch end -> far end), kept for link_memory.
+  LinkMemory links_seen;
 
   std::shared_ptr<const Topology> topology;  // from the last discovery that reached anything
+  std::uint64_t topology_version = 0;        // + 1 each time `topology` is replaced
   // What every sweep reuses until the topology or the link memory changes: the label set of
   // each swept switch port, and the node and link info families as their compressed text. Most
   // of a sweep's label text never changes; shared, the shown snapshot and the one being built
   // hold it once. Sets are added to the arena only by the first sweep of a topology (a new
   // topology gets a new cache), so no shown snapshot reads an arena that is still growing.
   struct LabelCache {
-    std::shared_ptr<const Topology> topology;  // what it was built for
+    // What it was made for: FabricState::topology_version (0: none yet), links_version, and
+    // the switches swept with their number of ports. Not the topology itself, which would
+    // keep the last one alive beside a new discovery's.
+    std::uint64_t topology_version = 0;
     std::uint64_t links_version = 0;
+    std::vector<std::pair<std::uint64_t, int>> swept;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
     // With vl_transmit_wait, per switch, per port (port - 1): the set of each VL the port had
@@ -152,6 +152,9 @@ struct FabricState {
   std::uint16_t table_skipped_lid = 0;
   // Samples per family of the last sweep: the next one reserves them (MetricsBuilder).
   MetricsBuilder::SizeHints family_sizes;
+  // Compressed octets of each family the last sweep compressed part by part: the next one
+  // reserves them, where appending its parts would grow the text by doubling.
+  MetricsBuilder::SizeHints sealed_octets;
   // The last ClassPortInfo each switch answered, kept across discoveries: used when the query
   // is lost, so that a lost MAD does not cost every counter of the switch.
   std::map<std::uint64_t, mad::PmaCapabilities> last_caps;

@@ -80,7 +80,13 @@ bool SweepRun::seal() {
   std::vector<char> headers;  // the first part of a family has its HELP and TYPE
   for (auto& [id, family] : part) {
     headers.push_back(sealed_.contains(id) ? 0 : 1);
-    sealed_[id];
+    if (!sealed_.contains(id)) {
+      auto& sealed = sealed_[id];
+      sealed.name = family.name;
+      if (auto hint = kept_.sealed_octets.find(family.name); hint != kept_.sealed_octets.end()) {
+        sealed.text.deflated.reserve(hint->second + hint->second / 32);
+      }
+    }
     ids.push_back(id);
     families.push_back(std::move(family));
   }
@@ -95,7 +101,7 @@ bool SweepRun::seal() {
 void SweepRun::on_sealed(const std::vector<MetricsBuilder::FamilyId>& ids, Pieces pieces) {
   // One part is out at a time, so the parts of a family join in the order they were taken.
   for (std::size_t k = 0; k < ids.size() && k < pieces.size(); ++k) {
-    append_deflated(sealed_[ids[k]], *pieces[k]);
+    append_deflated(sealed_[ids[k]].text, *pieces[k]);
   }
   sealing_ = false;
   if (!settling_) {
@@ -105,44 +111,13 @@ void SweepRun::on_sealed(const std::vector<MetricsBuilder::FamilyId>& ids, Piece
   }
 }
 
-void SweepRun::emit_topology(MetricsBuilder& out) {
-  const auto& cfg = kept_.config;
-  for (const auto& [guid, node] : topology_->nodes()) {
-    if (!in_shard(guid, cfg.shard, cfg.shards)) continue;
-    out.info("ibfabric_fabric_node_info",
-             "A node of the fabric (NodeInfo, NodeDescription) and its name (node-name-map, "
-             "else NodeDescription, else GUID); each node is reported by the shard its GUID "
-             "hashes to.",
-             {{"node_guid", hex_guid(guid)},
-              {"node_type", mad::node_type_name(node.type)},
-              {"node_description", trim_node_description(node.description)},
-              {"node_name", kept_.names->name(guid, node.description)}});
-  }
-  for (const auto& [end, link] : kept_.links_seen) {
-    if (!in_shard(end.first, cfg.shard, cfg.shards)) continue;
-    // A cable between two switches is seen from both ends; "a" marks one end of each cable
-    // (the lower GUID and port), so a per-cable view counts it once, whichever shard sweeps it.
-    bool b_end =
-        link.remote_type == IB_NODE_SWITCH && std::pair(link.remote_guid, link.remote_port) < end;
-    out.info("ibfabric_fabric_link_info",
-             "What port `port` of switch `node_guid` is cabled to, by GUID and by name, as "
-             "discovery last saw it (kept for link_memory after the far end stops answering).",
-             {{"cable_end", b_end ? "b" : "a"},
-              {"node_guid", hex_guid(end.first)},
-              {"port", std::to_string(end.second)},
-              {"node_name", link.name},
-              {"remote_node_guid", hex_guid(link.remote_guid)},
-              {"remote_port", std::to_string(link.remote_port)},
-              {"remote_node_type", mad::node_type_name(link.remote_type)},
-              {"remote_node_name", link.remote_name}});
-  }
-}
-
 void SweepRun::recall(SwitchResult& sw, TimePoint now) {
   auto it = kept_.memory.find(sw.node->guid);
   if (it == kept_.memory.end()) return;
   const auto& memory = it->second.ports;
   const auto& bytes = it->second.bytes;
+  const auto& optional = it->second.optional;
+  const std::size_t attributes = kept_.optional.size();
   const auto keep = kept_.config.keep_unread;
   for (std::size_t idx = 0; idx < sw.ports.size() && idx < memory.size(); ++idx) {
     auto& p = sw.ports[idx];
@@ -166,13 +141,15 @@ void SweepRun::recall(SwitchResult& sw, TimePoint now) {
     if (p.extended.empty() && p.lost_extended && m.extended.size && use(m.extended.at)) {
       unpack(m.extended, p.extended, p.extended_at);
     }
-    for (std::size_t a = 0; a < p.lost_optional.size() && a < m.optional.size(); ++a) {
-      if (!p.lost_optional[a] || !m.optional[a].size) continue;
+    if (optional.size() != memory.size() * attributes) continue;
+    for (std::size_t a = 0; a < p.lost_optional.size() && a < attributes; ++a) {
+      const auto& kept = optional[idx * attributes + a];
+      if (!p.lost_optional[a] || !kept.size) continue;
       if (a < p.optional.size() && !p.optional[a].empty()) continue;
-      if (!use(m.optional[a].at)) continue;
+      if (!use(kept.at)) continue;
       p.optional.resize(p.lost_optional.size());
       p.optional_at.resize(p.lost_optional.size());
-      unpack(m.optional[a], p.optional[a], p.optional_at[a]);
+      unpack(kept, p.optional[a], p.optional_at[a]);
     }
   }
 }
@@ -180,6 +157,10 @@ void SweepRun::recall(SwitchResult& sw, TimePoint now) {
 void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
   auto& memory = kept_.memory[sw.node->guid];
   memory.ports.resize(sw.ports.size());
+  const std::size_t attributes = kept_.optional.size();
+  if (memory.optional.size() != sw.ports.size() * attributes) {
+    memory.optional.assign(sw.ports.size() * attributes, FabricState::Kept{});
+  }
   const auto keep = kept_.config.keep_unread;
   // The switch's buffer is written anew: parts read now, and parts kept from the old one.
   std::vector<std::uint8_t> bytes;
@@ -212,12 +193,11 @@ void SweepRun::remember(const SwitchResult& sw, TimePoint now) {
     }
     keep_part(p.basic, p.basic_at, mad::port_counters_octets(), m.basic);
     keep_part(p.extended, p.extended_at, mad::port_counters_extended_octets(), m.extended);
-    if (m.optional.size() < p.optional.size()) m.optional.resize(p.optional.size());
-    for (std::size_t a = 0; a < m.optional.size(); ++a) {
+    for (std::size_t a = 0; a < attributes; ++a) {
       static const std::vector<std::uint8_t> kNone;
       bool read = a < p.optional.size() && !p.optional[a].empty();
       keep_part(read ? p.optional[a] : kNone, read ? p.optional_at[a] : TimePoint{},
-                kept_.optional[a].octets, m.optional[a]);
+                kept_.optional[a].octets, memory.optional[idx * attributes + a]);
     }
   }
   if (bytes.capacity() > bytes.size() + bytes.size() / 4) bytes.shrink_to_fit();
@@ -391,7 +371,15 @@ void SweepRun::settled() {
 
 void SweepRun::finish() {
   const double sweep_seconds = sweep_seconds_;
-  for (auto& [id, text] : sealed_) {
+  kept_.sealed_octets.clear();
+  for (auto& [id, sealed] : sealed_) {
+    auto& text = sealed.text;
+    kept_.sealed_octets[sealed.name] = text.deflated.size();
+    // Without a reservation (the first such sweep, or a text that outgrew it) the text grew by
+    // doubling: its unused half would stay for as long as the snapshot is shown.
+    if (text.deflated.capacity() > text.deflated.size() + text.deflated.size() / 16) {
+      text.deflated.shrink_to_fit();
+    }
     out_.set_text(id, std::make_shared<const DeflatedText>(std::move(text)));
   }
   MetricsBuilder& out = out_;

@@ -13,6 +13,7 @@
 #include "collectors/collector.h"
 #include "collectors/fabric/fabric_model.h"
 #include "collectors/fabric/fabric_state.h"
+#include "collectors/fabric/topology_info.h"
 #include "collectors/fan_out.h"
 #include "core/metrics.h"
 #include "mad/attributes.h"
@@ -34,9 +35,9 @@ namespace ibfabric::fabric {
 class SweepRun : public FanOut {
  public:
   using TimePoint = FabricState::TimePoint;
-  // Compresses the label cache's info families, then calls its argument on the loop
-  // (FabricCollector::compress_info).
-  using CompressInfo = std::function<void(std::function<void()>)>;
+  // Makes the label cache's info families of a topology, compressed, puts them in the cache,
+  // then calls its last argument on the loop (FabricCollector::compress_info).
+  using CompressInfo = std::function<void(TopologyInfo, std::function<void()>)>;
   // Compresses a part of the result's families (each with its HELP and TYPE lines or without:
   // `headers`) on a thread of its own, then calls its last argument on the loop with their
   // texts in the same order (FabricCollector::compress_part).
@@ -121,6 +122,8 @@ class SweepRun : public FanOut {
 
  private:
   void begin();
+  // The switches this sweep sweeps and their number of ports (FabricState::LabelCache::swept).
+  std::vector<std::pair<std::uint64_t, int>> swept_switches() const;
 
   // Starts the next switch whose queries stay out (one with nothing to ask is passed over).
   void start_next_switch();
@@ -160,8 +163,6 @@ class SweepRun : public FanOut {
   // Asks for the next ports of the switch while fewer than kQueriesPerSwitch of its queries
   // are out (a port's queries go together).
   void ask_ports(std::size_t i);
-
-  void emit_topology(MetricsBuilder& out);
 
   // The parts of the switch's ports that this sweep lost are taken from the port's memory
   // when they were read within keep_unread; each such port records the oldest.
@@ -208,7 +209,11 @@ class SweepRun : public FanOut {
   CompressInfo compress_info_;
   CompressPart compress_part_;
   // The families compressed part by part in this sweep: their text so far.
-  std::map<MetricsBuilder::FamilyId, DeflatedText> sealed_;
+  struct Sealed {
+    std::string name;
+    DeflatedText text;
+  };
+  std::map<MetricsBuilder::FamilyId, Sealed> sealed_;
   bool sealing_ = false;   // a part is out being compressed
   bool settling_ = false;  // every query has settled: the rest is compressed, then finish()
   double sweep_seconds_ = 0;

@@ -625,6 +625,43 @@ TEST_F(FabricSweep, AResultCompressedPartByPartReadsAsItsSamples) {
   }
 }
 
+// A port's label set names its switch and number only, so a rediscovery that finds the same
+// switches with as many ports keeps the sets: the snapshot shown and the next sweep share them
+// (docs/design.md, "Memory of the fabric sweep"), and the series stay the same. A switch gone
+// from the fabric makes new sets.
+TEST_F(FabricSweep, ARediscoveryOfTheSameSwitchesKeepsTheirPortsLabelSets) {
+  FatTree tree(io_, 2, 3, 2);
+  FabricConfig config;
+  config.rediscover_every = 1;
+  config.link_memory = std::chrono::nanoseconds{1};
+  auto collector = make_collector(io_, tree, config);
+  // Every port's set in this result's port_state family, by its text.
+  auto sets = [](const Collected& c) {
+    std::map<std::string, const LabelSet*> out;
+    for (const auto& family : c.result.metrics) {
+      if (family.name != "ibfabric_fabric_port_state") continue;
+      for (const auto& sample : family.samples) out[sample.labels->text()] = sample.labels;
+    }
+    return out;
+  };
+  auto first = collect(io_, *collector);
+  auto second = collect(io_, *collector);
+  ASSERT_TRUE(first.result.success && second.result.success);
+  auto before = sets(first);
+  ASSERT_EQ(before.size(), static_cast<std::size_t>(tree.switch_ports()));
+  EXPECT_EQ(sets(second), before) << "the same sets, not copies";
+  // Spine 2 unplugged from every leaf: discovery no longer reaches it.
+  for (int l = 0; l < tree.leaves; ++l) tree.fabric->unplug(FatTree::leaf(l), 2);
+  auto third = collect(io_, *collector);
+  ASSERT_TRUE(third.result.success) << third.result.error;
+  auto after = sets(third);
+  EXPECT_EQ(after.size(), before.size() - static_cast<std::size_t>(tree.leaves));
+  for (const auto& [text, set] : after) {
+    ASSERT_TRUE(before.contains(text)) << text;
+    EXPECT_NE(set, before.at(text)) << text << ": a set of the last topology's cache";
+  }
+}
+
 // The query windows (docs/design.md, "Memory of the fabric sweep"; the documented figures, not
 // SweepRun's constants), as the engine sees them: at most 16 switches have queries out at once,
 // and a switch's next port is asked only while fewer than 12 of its queries are out (a port's
