@@ -31,8 +31,8 @@ MetricFamilies topology_info_samples(const TopologyInfo& info);
 // `part_samples` samples at a time; the text is the samples' text.
 MetricFamilies topology_info_compressed(const TopologyInfo& info, std::size_t part_samples);
 
-// Samples per part: a cable's info sample holds about 250 octets of label set, so about 0.5 MB
-// of samples at a time.
+// Samples per part: a cable's info sample holds 214-219 octets of label text on the simulator's
+// fat trees (docs/design.md), so under 0.5 MB of label text at a time.
 inline constexpr std::size_t kTopologyInfoPart = 2048;
 
 }  // namespace ibfabric::fabric
