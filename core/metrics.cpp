@@ -22,24 +22,10 @@ void append_escaped(std::string& out, std::string_view text, bool quote) {
   }
 }
 
-void LabelSet::append_text(std::string& out) const {
-  if (prefix_) {
-    prefix_->append_text(out);
-    if (!prefix_->empty() && !text_.empty()) out += ',';
-  }
-  out += text_;
-}
-
-std::string LabelSet::text() const {
-  std::string t;
-  append_text(t);
-  return t;
-}
-
 Labels LabelSet::labels() const {
   Labels out;
   std::size_t i = 0;
-  const std::string t = text();
+  const std::string& t = text_;
   while (i < t.size()) {
     auto eq = t.find('=', i);
     if (eq == std::string::npos || eq + 1 >= t.size()) break;
@@ -91,6 +77,30 @@ MetricsBuilder::FamilyId MetricsBuilder::family(std::string_view name, std::stri
   return it->second;
 }
 
+MetricsBuilder::FamilyId MetricsBuilder::numbered_family(std::string_view name,
+                                                         std::string_view help,
+                                                         prometheus::MetricType type,
+                                                         std::string_view number_label) {
+  if (type == prometheus::MetricType::Histogram || number_label.empty()) {
+    throw std::logic_error("metric " + std::string(name) +
+                           ": a numbered family is a counter or gauge, with a label name");
+  }
+  auto id = family(name, help, type);
+  auto& fam = families_[id];
+  if (fam.number_label.empty() && fam.samples.empty()) {
+    fam.number_label = std::string(number_label);
+    fam.numbers.reserve(fam.samples.capacity());
+  } else if (fam.number_label != number_label) {
+    throw std::logic_error("metric " + std::string(name) + " numbered by two labels");
+  }
+  return id;
+}
+
+void MetricsBuilder::unnumbered(const MetricFamily& family) {
+  throw std::logic_error("metric " + family.name + " is numbered by " + family.number_label +
+                         "; its samples need a number");
+}
+
 namespace {
 void append_label_text(std::string& out, const Labels& labels) {
   for (const auto& [k, v] : labels) {
@@ -120,7 +130,7 @@ const LabelSet* MetricsBuilder::labels(const Labels& labels) {
   append_label_text(scratch_, labels);
   if (auto it = interned_.find(scratch_); it != interned_.end()) return it->second;
   const LabelSet& set = arena_->sets.emplace_back(scratch_);
-  interned_.emplace(set.own_text(), &set);
+  interned_.emplace(set.text(), &set);
   return &set;
 }
 
@@ -158,12 +168,22 @@ void MetricsBuilder::declare(std::string_view name, std::string_view help,
 namespace {
 // A family kept as its compressed text is whole: nothing can be added to it, and it cannot be
 // added to a family that has samples.
+// Nor can families whose samples are numbered by different labels (or only one's are).
 void check_mergeable(const MetricFamily& into, const MetricFamily& from) {
   bool into_used = into.text || !into.samples.empty();
   bool from_used = from.text || !from.samples.empty();
   if ((into.text || from.text) && into_used && from_used) {
     throw std::logic_error("metric " + from.name + " is kept compressed and cannot be merged");
   }
+  if (!into.samples.empty() && !from.samples.empty() && into.number_label != from.number_label) {
+    throw std::logic_error("metric " + from.name + " numbered by two labels");
+  }
+}
+
+void append_samples(MetricFamily& into, const MetricFamily& from) {
+  if (into.samples.empty() && !from.samples.empty()) into.number_label = from.number_label;
+  into.samples.insert(into.samples.end(), from.samples.begin(), from.samples.end());
+  into.numbers.insert(into.numbers.end(), from.numbers.begin(), from.numbers.end());
 }
 }  // namespace
 
@@ -171,7 +191,7 @@ void MetricsBuilder::add_family(const MetricFamily& from) {
   auto& fam = families_[family(from.name, from.help, from.type)];
   check_mergeable(fam, from);
   if (from.text) fam.text = from.text;
-  fam.samples.insert(fam.samples.end(), from.samples.begin(), from.samples.end());
+  append_samples(fam, from);
   fam.histograms.insert(fam.histograms.end(), from.histograms.begin(), from.histograms.end());
   for (const auto& arena : from.arenas) add_arena(fam, arena);
 }
@@ -185,6 +205,7 @@ MetricFamilies MetricsBuilder::take() && {
   }
   for (auto& fam : families_) {
     fam.samples.shrink_to_fit();
+    fam.numbers.shrink_to_fit();
     if (fam.samples.empty()) continue;
     add_arena(fam, arena_);
     bool foreign = std::any_of(fam.samples.begin(), fam.samples.end(),
@@ -216,6 +237,10 @@ std::vector<std::pair<MetricsBuilder::FamilyId, MetricFamily>> MetricsBuilder::t
     part.samples = std::move(fam.samples);
     fam.samples = {};
     fam.samples.reserve(part.samples.size());
+    part.number_label = fam.number_label;
+    part.numbers = std::move(fam.numbers);
+    fam.numbers = {};
+    if (!fam.number_label.empty()) fam.numbers.reserve(part.numbers.size());
     // Every arena its samples may point into: this builder's and the adopted ones.
     add_arena(part, arena_);
     for (const auto& arena : adopted_) add_arena(part, arena);
@@ -252,7 +277,7 @@ void merge_families(MetricFamilies& into, MetricFamilies more) {
     auto& dst = into[it->second];
     check_mergeable(dst, fam);
     if (fam.text) dst.text = std::move(fam.text);
-    dst.samples.insert(dst.samples.end(), fam.samples.begin(), fam.samples.end());
+    append_samples(dst, fam);
     dst.histograms.insert(dst.histograms.end(), std::make_move_iterator(fam.histograms.begin()),
                           std::make_move_iterator(fam.histograms.end()));
     for (auto& arena : fam.arenas) add_arena(dst, std::move(arena));

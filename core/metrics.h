@@ -2,7 +2,9 @@
 // The metric model every collector fills and the exporter renders. A family is declared once
 // (name, help, type); a sample is a pointer to an interned label set and a double. Label sets
 // are interned per builder, so the 26 series of one switch port share one `node_guid`/`port`
-// set: a sample costs 16 bytes however many labels it has. prometheus-cpp supplies only the
+// set: a sample costs 16 bytes however many labels it has. A family may also number its
+// samples (a port's VL): the number is a label of the sample's own, so the series of a port's
+// VLs share the port's set too. prometheus-cpp supplies only the
 // MetricType enum (docs/design.md says why its MetricFamily/ClientMetric model was dropped).
 
 #include <prometheus/metric_type.h>
@@ -28,23 +30,14 @@ using Labels = std::vector<std::pair<std::string, std::string>>;
 class LabelSet {
  public:
   explicit LabelSet(std::string text) : text_(std::move(text)) {}
-  // The labels of `prefix` followed by those of `more` (label_text() of them): a set that
-  // extends another (a port's with its VL) holds only what it adds, not a copy of the prefix,
-  // which must outlive it (the same arena).
-  LabelSet(const LabelSet& prefix, std::string more) : text_(std::move(more)), prefix_(&prefix) {}
-  // Appends the text between the braces (rendering).
-  void append_text(std::string& out) const;
-  std::string text() const;
-  // This set's own part: all of its text unless it extends a prefix.
-  const std::string& own_text() const { return text_; }
-  bool empty() const { return text_.empty() && (!prefix_ || prefix_->empty()); }
-  // The pairs, unescaped (for tests and filters; rendering uses append_text()).
+  const std::string& text() const { return text_; }
+  bool empty() const { return text_.empty(); }
+  // The pairs, unescaped (for tests and filters; rendering uses text()).
   Labels labels() const;
   std::optional<std::string> get(std::string_view name) const;
 
  private:
   std::string text_;
-  const LabelSet* prefix_ = nullptr;
 };
 
 // Owns the label sets a builder interned; families keep it alive for their samples.
@@ -83,6 +76,10 @@ struct MetricFamily {
   prometheus::MetricType type = prometheus::MetricType::Untyped;
   std::vector<Sample> samples;
   std::vector<HistogramValue> histograms;  // histogram families: histograms[i] of samples[i]
+  // Set: every sample has a label of this name after its set's, `number_label="numbers[i]"`
+  // (MetricsBuilder::numbered_family). Never a histogram's.
+  std::string number_label;
+  std::vector<std::uint16_t> numbers;
   std::vector<std::shared_ptr<const LabelArena>> arenas;
   // Set: the family's lines are this text, and samples and histograms are empty.
   std::shared_ptr<const DeflatedText> text;
@@ -123,8 +120,19 @@ class MetricsBuilder {
   using FamilyId = std::size_t;
   FamilyId family(std::string_view name, std::string_view help, prometheus::MetricType type);
   const LabelSet* labels(const Labels& labels);
+  // A family whose samples each carry a number as a label of their own, `number_label`
+  // (MetricFamily::number_label); its samples are added with add_numbered() only.
+  FamilyId numbered_family(std::string_view name, std::string_view help,
+                           prometheus::MetricType type, std::string_view number_label);
   void add(FamilyId family, const LabelSet* labels, double value) {
-    families_[family].samples.push_back(Sample{labels, value});
+    auto& fam = families_[family];
+    if (!fam.number_label.empty()) unnumbered(fam);
+    fam.samples.push_back(Sample{labels, value});
+  }
+  void add_numbered(FamilyId family, const LabelSet* labels, std::uint16_t number, double value) {
+    auto& fam = families_[family];
+    fam.samples.push_back(Sample{labels, value});
+    fam.numbers.push_back(number);
   }
   // The per-sample calls with a label set from labels(): no label hashing per sample. Templates
   // so that `{}` (no labels) still means an empty Labels, never a null LabelSet*.
@@ -181,6 +189,8 @@ class MetricsBuilder {
   std::unordered_map<std::string_view, const LabelSet*> interned_;  // views into arena_
   std::string scratch_;
   const SizeHints* hints_ = nullptr;
+
+  [[noreturn]] static void unnumbered(const MetricFamily& family);
 };
 
 // Appends `more` to `into`, merging families of the same name (their samples are concatenated).

@@ -21,6 +21,7 @@ void append_number(std::string& out, double value) {
   }
 }
 
+// `extra_name`: a label after the set's, `le` of a histogram's bucket or a numbered family's.
 void append_sample(std::string& out, const std::string& name, std::string_view suffix,
                    const LabelSet& labels, const char* extra_name, double extra_value,
                    double value) {
@@ -29,7 +30,7 @@ void append_sample(std::string& out, const std::string& name, std::string_view s
   const bool has_labels = !labels.empty();
   if (has_labels || extra_name) {
     out += '{';
-    labels.append_text(out);
+    out += labels.text();
     if (extra_name) {
       if (has_labels) out += ',';
       out += extra_name;
@@ -75,6 +76,9 @@ void append_sample_lines(std::string& out, const MetricFamily& first, const Metr
                   static_cast<double>(h.count));
     append_sample(out, name, "_sum", *s.labels, nullptr, 0, h.sum);
     append_sample(out, name, "_count", *s.labels, nullptr, 0, static_cast<double>(h.count));
+  } else if (!family.number_label.empty()) {
+    append_sample(out, name, "", *s.labels, family.number_label.c_str(), family.numbers[i],
+                  s.value);
   } else {
     append_sample(out, name, "", *s.labels, nullptr, 0, s.value);
   }

@@ -135,9 +135,6 @@ struct FabricState {
     std::vector<std::pair<std::uint64_t, int>> swept;
     std::shared_ptr<LabelArena> arena = std::make_shared<LabelArena>();
     std::map<std::uint64_t, std::vector<const LabelSet*>> ports;  // per switch: port - 1
-    // With vl_transmit_wait, per switch, per port (port - 1): the set of each VL the port had
-    // when this topology was first swept (node_guid, port, vl).
-    std::map<std::uint64_t, std::vector<std::vector<const LabelSet*>>> vls;
     // Compressed by FabricCollector::compress_info() (their samples when it could not start).
     std::shared_ptr<const MetricFamilies> info = std::make_shared<const MetricFamilies>();
   };

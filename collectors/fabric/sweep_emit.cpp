@@ -317,36 +317,17 @@ void SweepRun::emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, st
   const auto& data = pr.optional[*slot];
   if (data.size() < mad::port_vl_xmit_wait_octets()) return;
   int vls = mad::operational_data_vls(pr.port_info->oper_vls);
-  // Label sets (node_guid, port, vl) are kept with the topology's label cache, made by its first
-  // sweep, as the port's set (same arena) and the VL: a VL's set holds `vl="N"` only. A VL a
-  // port has only since then gets a set of this collection's.
-  auto& cached = kept_.labels.vls[sw.node->guid];
-  if (cached.size() < sw.ports.size()) cached.resize(sw.ports.size());
-  auto& sets = cached[idx];
-  auto labels = [&](int vl) {
-    Labels l = switch_port_labels(guid, idx);
-    l.emplace_back("vl", std::to_string(vl));
-    return l;
-  };
+  static constexpr const char* kHelp =
+      "Ticks during which the port had data to send on this VL but sent none "
+      "(PortVLXmitWaitCounters; 16 bits, stops at 65535: "
+      "docs/collectors.md#congested-time).";
+  // The VL is a number of the sample's own beside the port's set (MetricFamily::number_label),
+  // so that a per-VL series costs what the port's other series cost: no label set of its own.
+  auto family = out.numbered_family("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp,
+                                    prometheus::MetricType::Counter, "vl");
   for (int vl = 0; vl < vls; ++vl) {
     auto value = mad::vl_xmit_wait(data.data(), vl);
-    const LabelSet* set = nullptr;
-    if (static_cast<std::size_t>(vl) < sets.size()) {
-      set = sets[static_cast<std::size_t>(vl)];
-    } else if (new_label_cache_) {
-      set = &kept_.labels.arena->sets.emplace_back(port_labels,
-                                                   label_text({{"vl", std::to_string(vl)}}));
-      sets.push_back(set);
-    }
-    static constexpr const char* kHelp =
-        "Ticks during which the port had data to send on this VL but sent none "
-        "(PortVLXmitWaitCounters; 16 bits, stops at 65535: "
-        "docs/collectors.md#congested-time).";
-    if (set) {
-      out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, set, value);
-    } else {
-      out.counter("ibfabric_fabric_port_vl_transmit_wait_ticks_total", kHelp, labels(vl), value);
-    }
+    out.add_numbered(family, &port_labels, static_cast<std::uint16_t>(vl), value);
     if (value >= mad::kVlXmitWaitMax) {
       Labels sl = switch_port_labels(guid, idx);
       sl.emplace_back("counter", mad::vl_xmit_wait_name(vl));

@@ -44,9 +44,6 @@ void SweepRun::start() {
     // set is added to an arena a shown snapshot reads.
     next.arena = cache.arena;
     next.ports = std::move(cache.ports);
-    next.vls = std::move(cache.vls);
-  } else {
-    new_label_cache_ = true;
   }
   cache = std::move(next);
   cache.topology_version = kept_.topology_version;

@@ -176,7 +176,8 @@ class SweepRun : public FanOut {
                    int& ports_failed, int& ports_stale);
 
   // A port's PortVLXmitWait of each operational data VL (its PortInfo's OperationalVLs), with
-  // a saturation series for each value pegged at 0xffff. `port_labels`: the port's cached set.
+  // a saturation series for each value pegged at 0xffff. `port_labels`: the port's set, which
+  // the VL's series share.
   void emit_vl_xmit_wait(MetricsBuilder& out, const SwitchResult& sw, std::size_t idx,
                          const std::string& guid, const LabelSet& port_labels);
 
@@ -200,9 +201,6 @@ class SweepRun : public FanOut {
   FabricState& kept_;
   std::shared_ptr<const Topology> topology_;
   bool fresh_;  // the topology was discovered in this collection: its PortInfo is current
-  // The label cache was made for this sweep: label sets may be added to its arena (no shown
-  // snapshot reads it yet).
-  bool new_label_cache_ = false;
   Collector::Done done_;
   bool discovery_ok_;
   std::string discovery_error_;

@@ -102,32 +102,75 @@ TEST(MetricsBuilder, InternsLabelSetsAcrossFamilies) {
   EXPECT_EQ(families[1].samples[1].labels->text(), "node_guid=\"0x1\",port=\"2\"");
 }
 
-// A set that extends another (a port's with its VL, the fabric's per-VL series) holds only what
-// it adds, and reads, renders and parses as the whole set would.
-TEST(MetricsBuilder, ASetThatExtendsAnotherRendersAsTheWholeSet) {
-  auto arena = std::make_shared<LabelArena>();
-  const LabelSet& port =
-      arena->sets.emplace_back(label_text({{"node_guid", "0x1"}, {"port", "2"}}));
-  const LabelSet& vl = arena->sets.emplace_back(port, label_text({{"vl", "3"}}));
-  const LabelSet& none = arena->sets.emplace_back(std::string());
-  const LabelSet& only = arena->sets.emplace_back(none, label_text({{"vl", "\"0\""}}));
-  EXPECT_EQ(vl.own_text(), "vl=\"3\"");
-  EXPECT_EQ(vl.text(), "node_guid=\"0x1\",port=\"2\",vl=\"3\"");
-  EXPECT_EQ(vl.labels(), (Labels{{"node_guid", "0x1"}, {"port", "2"}, {"vl", "3"}}));
-  EXPECT_EQ(vl.get("port"), "2");
-  EXPECT_EQ(only.text(), "vl=\"\\\"0\\\"\"");  // no comma after an empty prefix
-  EXPECT_EQ(only.get("vl"), "\"0\"");
-  EXPECT_TRUE(arena->sets.emplace_back(none, std::string()).empty());
+// The text of a family's raw deflate piece (deflate_family()).
+std::string inflate_raw(const DeflatedText& piece) {
+  z_stream z{};
+  EXPECT_EQ(inflateInit2(&z, -MAX_WBITS), Z_OK);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(piece.deflated.data()));
+  z.avail_in = static_cast<uInt>(piece.deflated.size());
+  std::string out;
+  char buffer[4096];
+  do {
+    z.next_out = reinterpret_cast<Bytef*>(buffer);
+    z.avail_out = sizeof buffer;
+    EXPECT_NE(inflate(&z, Z_SYNC_FLUSH), Z_STREAM_ERROR);
+    out.append(buffer, sizeof buffer - z.avail_out);
+  } while (z.avail_out == 0 || z.avail_in > 0);
+  inflateEnd(&z);
+  return out;
+}
 
+// A numbered family (the fabric's per-VL series: a port's set and the VL) renders as if the
+// number were the last label of the sample's set, whichever way its samples travel: taken out
+// part by part, added to another builder, merged, compressed. Its samples need a number.
+TEST(MetricsBuilder, ANumberedFamilyRendersItsNumberAsTheSamplesLastLabel) {
   MetricsBuilder whole;
   whole.counter("w_total", "w", {{"node_guid", "0x1"}, {"port", "2"}, {"vl", "3"}}, 7);
-  whole.counter("w_total", "w", {{"vl", "\"0\""}}, 8);
-  MetricsBuilder parts;
-  parts.adopt(arena);
-  parts.counter("w_total", "w", &vl, 7);
-  parts.counter("w_total", "w", &only, 8);
-  EXPECT_EQ(render_text({snapshot(std::move(parts))}, {}),
-            render_text({snapshot(std::move(whole))}, {}));
+  whole.counter("w_total", "w", {{"node_guid", "0x1"}, {"port", "2"}, {"vl", "0"}}, 8);
+  whole.counter("w_total", "w", {{"vl", "65535"}}, 9);  // no comma after an empty set
+  whole.counter("w_total", "w", {{"node_guid", "0x2"}, {"port", "1"}, {"vl", "14"}}, 10);
+  const std::string want = render_text({snapshot(std::move(whole))}, {});
+
+  MetricsBuilder numbered;
+  auto id = numbered.numbered_family("w_total", "w", prometheus::MetricType::Counter, "vl");
+  const LabelSet* port = numbered.labels({{"node_guid", "0x1"}, {"port", "2"}});
+  numbered.add_numbered(id, port, 3, 7);
+  numbered.add_numbered(id, port, 0, 8);
+  auto taken = numbered.take_samples([](auto, const MetricFamily&) { return true; });
+  ASSERT_EQ(taken.size(), 1u);
+  EXPECT_EQ(taken[0].second.number_label, "vl");
+  EXPECT_EQ(taken[0].second.numbers, (std::vector<std::uint16_t>{3, 0}));
+  numbered.add_numbered(id, numbered.labels({}), 65535, 9);
+  MetricsBuilder later;
+  later.numbered_family("w_total", "w", prometheus::MetricType::Counter, "vl");
+  later.add_numbered(0, later.labels({{"node_guid", "0x2"}, {"port", "1"}}), 14, 10);
+  MetricsBuilder joined;
+  joined.add_family(taken[0].second);
+  MetricFamilies families = std::move(joined).take();
+  merge_families(families, std::move(numbered).take());
+  merge_families(families, std::move(later).take());
+  ASSERT_EQ(families.size(), 1u);
+  ASSERT_EQ(families[0].numbers.size(), families[0].samples.size());
+  auto result = std::make_shared<Snapshot>();
+  result->families = families;
+  EXPECT_EQ(render_text({result}, {}), want);
+  Deflater deflater;
+  std::string scratch;
+  EXPECT_EQ(inflate_raw(*deflate_family(families[0], deflater, scratch)), want);
+
+  MetricsBuilder wrong;
+  auto w = wrong.numbered_family("w_total", "w", prometheus::MetricType::Counter, "vl");
+  EXPECT_THROW(wrong.add(w, wrong.labels({}), 1), std::logic_error);
+  EXPECT_THROW(wrong.counter("w_total", "w", {{"vl", "1"}}, 1), std::logic_error);
+  EXPECT_THROW(wrong.numbered_family("w_total", "w", prometheus::MetricType::Counter, "lane"),
+               std::logic_error);
+  EXPECT_THROW(wrong.numbered_family("h", "h", prometheus::MetricType::Histogram, "vl"),
+               std::logic_error);
+  wrong.add_numbered(w, wrong.labels({}), 1, 1);
+  MetricsBuilder plain;
+  plain.counter("w_total", "w", {{"vl", "1"}}, 1);
+  auto mixed = std::move(plain).take();
+  EXPECT_THROW(merge_families(mixed, std::move(wrong).take()), std::logic_error);
 }
 
 TEST(MetricsBuilder, DeclareOncePathRendersLikeThePerSampleCalls) {
