@@ -59,10 +59,10 @@ struct HistogramValue {
 
 // A family's text, compressed: what the exporter keeps of a large family of a shown snapshot
 // instead of its samples (docs/design.md, "The exposition"), and what a collector holds of a
-// large family it shows unchanged in many snapshots (compressed_family(),
-// core/text_format.h). Raw deflate ended by a sync flush
-// (byte-aligned, not final), so that such texts join into one gzip member; the first `header`
-// bytes of the text are the family's HELP and TYPE lines.
+// large family it shows unchanged in many snapshots (the fabric's node and cable info,
+// collectors/fabric/topology_info.h). Raw deflate ended by a sync flush (byte-aligned, not
+// final), so that such texts join into one gzip member; the first `header` bytes of the text
+// are the family's HELP and TYPE lines.
 struct DeflatedText {
   std::string deflated;
   std::uint32_t crc = 0;     // CRC-32 of the text

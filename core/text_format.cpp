@@ -173,16 +173,4 @@ void append_deflated(DeflatedText& into, const DeflatedText& piece) {
   into.length += piece.length;
 }
 
-MetricFamily compressed_family(const MetricFamily& family) {
-  if (family.text) return family;
-  MetricFamily out;
-  out.name = family.name;
-  out.help = family.help;
-  out.type = family.type;
-  Deflater deflater;
-  std::string text;
-  out.text = deflate_family(family, deflater, text);
-  return out;
-}
-
 }  // namespace ibfabric

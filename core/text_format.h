@@ -58,9 +58,4 @@ std::shared_ptr<const DeflatedText> deflate_family(const MetricFamily& family, D
 // combined); `into`'s header stays, or is the piece's when `into` was empty.
 void append_deflated(DeflatedText& into, const DeflatedText& piece);
 
-// `family` as its compressed text (MetricFamily::text, no samples): for a large family that a
-// collector shows unchanged in many snapshots (the fabric's node and cable info), so that it is
-// held once, compressed, instead of as label text (docs/design.md, "Memory of the fabric sweep").
-MetricFamily compressed_family(const MetricFamily& family);
-
 }  // namespace ibfabric

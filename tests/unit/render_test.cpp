@@ -541,6 +541,19 @@ TEST(Exporter, AKeptFamilySharedWithAnotherSnapshotRendersUnderOneHeader) {
   EXPECT_EQ(gunzip(f.scrape("", "gzip").body), expected);
 }
 
+// `family` as its compressed text (MetricFamily::text, no samples), as a collector holds a
+// large family it shows unchanged in many snapshots (the fabric's node and cable info).
+MetricFamily compressed_family(const MetricFamily& family) {
+  MetricFamily out;
+  out.name = family.name;
+  out.help = family.help;
+  out.type = family.type;
+  Deflater deflater;
+  std::string text;
+  out.text = deflate_family(family, deflater, text);
+  return out;
+}
+
 // A collector's families held as their compressed text (compressed_family: the fabric's node
 // and cable info, kept per topology) are shown like their samples, prepared or not, whatever
 // their type, and also when another snapshot shares the name (ibfabric_collector_success);
