@@ -59,6 +59,9 @@ void DiscoveryRun::node_info(std::vector<std::uint8_t> route, std::uint64_t pare
       mad::Request::smp_get(mad::Destination::by_route(route), IB_ATTR_NODE_INFO),
       [this, route, parent_guid, parent_port](const mad::Response& r) {
         auto node = mad::decode_node_info(r.data());
+        // Added first (false: a second route to a node known already): its cables are kept
+        // with it.
+        bool added_now = topology_->add_node(node.guid, node.type, node.num_ports, route);
         if (!route.empty()) {
           topology_->add_link(parent_guid, parent_port, node.guid, node.local_port);
           topology_->add_link(node.guid, node.local_port, parent_guid, parent_port);
@@ -67,7 +70,7 @@ void DiscoveryRun::node_info(std::vector<std::uint8_t> route, std::uint64_t pare
           // asking libibumad (a sysfs read) on the loop.
           local_port_ = node.local_port;
         }
-        if (!topology_->add_node(node.guid, node.type, node.num_ports, route)) return;
+        if (!added_now) return;
         auto* added = topology_->find(node.guid);
         added->vendor_id = node.vendor_id;
         added->device_id = node.device_id;
@@ -126,7 +129,7 @@ void DiscoveryRun::port_info(
         // the node behind it already asked through its side of the cable (libibnetdisc
         // skips the first; a fat tree's inter-switch cables are the second): one NodeInfo
         // per cable instead of two.
-        if (topology_->links().count({guid, p})) return;
+        if (topology_->link(guid, p)) return;
         auto next = route;
         next.push_back(static_cast<std::uint8_t>(p));
         node_info(std::move(next), guid, p);

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <bit>
 #include <set>
+#include <stdexcept>
+#include <string>
 
 namespace ibfabric::fabric {
 
@@ -29,11 +31,37 @@ bool Topology::add_node(std::uint64_t guid, int type, int num_ports,
   it->second.num_ports = num_ports;
   it->second.route = std::move(route);
   if (type == IB_NODE_SWITCH) it->second.port_info.resize(static_cast<std::size_t>(num_ports));
+  it->second.links.resize(static_cast<std::size_t>(std::clamp(num_ports, 0, 255)));
   return true;
 }
 
 void Topology::add_link(std::uint64_t guid, int port, std::uint64_t remote_guid, int remote_port) {
-  links_[{guid, port}] = Link{remote_guid, remote_port};
+  set_link(guid, port, Link{remote_guid, remote_port});
+}
+
+void Topology::set_link(std::uint64_t guid, int port, const Link& link) {
+  auto it = nodes_.find(guid);
+  if (it == nodes_.end()) {
+    throw std::logic_error("a cable of node " + std::to_string(guid) + ", which was not added");
+  }
+  if (port < 1 || port > 255) return;  // no port number a MAD can carry
+  auto& links = it->second.links;
+  // A port past the node's NumPorts (an answer that contradicts it) is kept all the same.
+  if (static_cast<std::size_t>(port) > links.size()) links.resize(static_cast<std::size_t>(port));
+  links[static_cast<std::size_t>(port - 1)] = link;
+}
+
+const Link* Topology::link(std::uint64_t guid, int port) const {
+  const Node* node = find(guid);
+  if (!node || port < 1 || static_cast<std::size_t>(port) > node->links.size()) return nullptr;
+  const Link& l = node->links[static_cast<std::size_t>(port - 1)];
+  return l.remote_guid ? &l : nullptr;
+}
+
+std::size_t Topology::link_count() const {
+  std::size_t n = 0;
+  for_each_link([&](std::uint64_t, int, const Link&) { ++n; });
+  return n;
 }
 
 Node* Topology::find(std::uint64_t guid) {
@@ -48,13 +76,14 @@ const Node* Topology::find(std::uint64_t guid) const {
 
 std::size_t Topology::cable_count() const {
   std::size_t n = 0;
-  for (const auto& [end, link] : links_) {
-    auto back = links_.find({link.remote_guid, link.remote_port});
-    bool seen_from_other_side = back != links_.end() && back->second.remote_guid == end.first &&
-                                back->second.remote_port == end.second;
+  for_each_link([&](std::uint64_t guid, int port, const Link& link) {
+    const Link* back = this->link(link.remote_guid, link.remote_port);
+    bool seen_from_other_side = back && back->remote_guid == guid && back->remote_port == port;
     // A cable seen from both ends is counted at its smaller end only.
-    if (!seen_from_other_side || end < back->first) ++n;
-  }
+    if (!seen_from_other_side ||
+        std::pair(guid, port) < std::pair(link.remote_guid, link.remote_port))
+      ++n;
+  });
   return n;
 }
 
@@ -89,19 +118,20 @@ void Topology::carry_missed(const Topology& previous,
     if (!nodes_.count(guid) && recent(guid)) missing.insert(guid);
   }
   auto present = [&](std::uint64_t guid) { return nodes_.count(guid) || missing.count(guid); };
-  std::map<std::pair<std::uint64_t, int>, Link> carried;
-  for (const auto& [end, link] : previous.links()) {
-    if (links_.count(end)) continue;
+  std::vector<std::pair<std::pair<std::uint64_t, int>, Link>> carried;
+  previous.for_each_link([&](std::uint64_t guid, int port, const Link& link) {
+    const std::pair<std::uint64_t, int> end{guid, port};
+    if (this->link(guid, port)) return;
     std::pair<std::uint64_t, int> far{link.remote_guid, link.remote_port};
-    if (!present(end.first) || !present(far.first)) continue;
-    if (seen_not_up(end.first, end.second) || seen_not_up(far.first, far.second)) continue;
+    if (!present(end.first) || !present(far.first)) return;
+    if (seen_not_up(end.first, end.second) || seen_not_up(far.first, far.second)) return;
     // The far end's port is cabled to something else now.
-    if (auto it = links_.find(far);
-        it != links_.end() && std::pair(it->second.remote_guid, it->second.remote_port) != end) {
-      continue;
+    if (const Link* now = this->link(far.first, far.second);
+        now && std::pair(now->remote_guid, now->remote_port) != end) {
+      return;
     }
-    carried[end] = Link{link.remote_guid, link.remote_port, true};
-  }
+    carried.push_back({end, Link{link.remote_guid, link.remote_port, true}});
+  });
   // A missing node with no cable kept is gone; drop the cables that led to it, until nothing
   // changes (a chain of missing nodes hanging off one another).
   for (bool changed = true; changed;) {
@@ -127,9 +157,10 @@ void Topology::carry_missed(const Topology& previous,
     Node node = *previous.find(guid);
     node.carried = true;
     for (auto& pi : node.port_info) pi.reset();
+    node.links.assign(node.links.size(), Link{});  // only its cables kept, below
     nodes_.emplace(guid, std::move(node));
   }
-  links_.insert(carried.begin(), carried.end());
+  for (const auto& [end, link] : carried) set_link(end.first, end.second, link);
 }
 
 void pack_octets(const std::uint8_t* data, std::size_t covered, std::vector<std::uint8_t>& out) {

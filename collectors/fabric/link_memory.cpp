@@ -16,10 +16,10 @@ const std::string& LinkMemory::name(std::uint64_t guid) const {
 
 void LinkMemory::remember(const Topology& topology, const NodeNameMap& names, TimePoint now,
                           Duration keep) {
-  // Merged with what is remembered, both sorted by switch end (topology.links() is): what was
-  // seen now replaces what was remembered of the same end.
+  // Merged with what is remembered, both sorted by switch end (as Topology::for_each_link gives
+  // them): what was seen now replaces what was remembered of the same end.
   std::vector<RememberedLink> merged;
-  merged.reserve(std::max(topology.links().size(), links_.size()));
+  merged.reserve(std::max(topology.link_count(), links_.size()));
   auto old = links_.begin();
   auto keep_older = [&](std::pair<std::uint64_t, int> before) {
     for (; old != links_.end() && old->end() < before; ++old) {
@@ -28,18 +28,18 @@ void LinkMemory::remember(const Topology& topology, const NodeNameMap& names, Ti
     if (old != links_.end() && old->end() == before) ++old;
   };
   std::vector<std::uint64_t> unknown;  // far ends this discovery did not find
-  for (const auto& [end, link] : topology.links()) {
+  topology.for_each_link([&](std::uint64_t guid, int port, const Link& link) {
     // A cable this discovery did not see keeps the time it was last seen.
-    if (link.carried) continue;
-    const Node* node = topology.find(end.first);
-    if (!node || node->type != IB_NODE_SWITCH) continue;
+    if (link.carried) return;
+    const Node* node = topology.find(guid);
+    if (!node || node->type != IB_NODE_SWITCH) return;
     const Node* remote = topology.find(link.remote_guid);
     if (!remote) unknown.push_back(link.remote_guid);
-    keep_older(end);
-    merged.push_back({end.first, link.remote_guid, now, static_cast<std::uint8_t>(end.second),
+    keep_older({guid, port});
+    merged.push_back({guid, link.remote_guid, now, static_cast<std::uint8_t>(port),
                       static_cast<std::uint8_t>(link.remote_port),
                       static_cast<std::uint8_t>(remote ? remote->type : 0)});
-  }
+  });
   keep_older({~std::uint64_t{0}, 256});
   // The names of this discovery: of every node it found, and of a far end it did not.
   std::vector<std::pair<std::uint64_t, std::string>> seen_names;

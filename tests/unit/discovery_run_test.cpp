@@ -83,16 +83,16 @@ TEST_F(FabricDiscovery, ARunFindsEverySwitchCaAndCableOfAFatTree) {
     ASSERT_EQ(node->port_info.size(), static_cast<std::size_t>(tree.ports_of(sw)));
     for (int p = 1; p <= tree.ports_of(sw); ++p) {
       ASSERT_TRUE(node->port_info[p - 1]) << "port " << p;
-      bool cabled = found->links().count({sw, p}) > 0;
+      bool cabled = found->link(sw, p) != nullptr;
       EXPECT_EQ(node->port_info[p - 1]->state, cabled ? 4 : 1) << "port " << p;
     }
   }
   EXPECT_EQ(found->find(FatTree::leaf(0))->route, std::vector<std::uint8_t>{1});
   // Every cable from both ends.
   auto far_end = [&](Guid guid, int port) -> std::pair<Guid, int> {
-    auto it = found->links().find({guid, port});
-    if (it == found->links().end()) return {0, 0};
-    return {it->second.remote_guid, it->second.remote_port};
+    const fabric::Link* link = found->link(guid, port);
+    if (!link) return {0, 0};
+    return {link->remote_guid, link->remote_port};
   };
   for (int l = 0; l < 4; ++l) {
     for (int s = 0; s < 2; ++s) {
@@ -165,10 +165,10 @@ TEST_F(FabricDiscovery, ACaOtherThanTheLocalOneIsNotExplored) {
     }
   }
   // Its second cable is seen from the leaf's side.
-  auto it = run.topology->links().find({FatTree::leaf(2), 5});
-  ASSERT_NE(it, run.topology->links().end());
-  EXPECT_EQ(it->second.remote_guid, dual);
-  EXPECT_EQ(it->second.remote_port, 2);
+  const fabric::Link* link = run.topology->link(FatTree::leaf(2), 5);
+  ASSERT_NE(link, nullptr);
+  EXPECT_EQ(link->remote_guid, dual);
+  EXPECT_EQ(link->remote_port, 2);
 }
 
 // A switch's LID and CapabilityMask are its port 0's (the only port that carries them); a

@@ -67,7 +67,7 @@ TEST(FabricTopology, CountsEachCableOnce) {
   t.add_link(0xb, 7, 0xa, 5);
   t.add_link(0xb, 3, 0x2, 1);
   EXPECT_EQ(t.cable_count(), 3u);
-  EXPECT_EQ(t.links().size(), 5u);
+  EXPECT_EQ(t.link_count(), 5u);
   EXPECT_EQ(t.count(IB_NODE_SWITCH), 2u);
   EXPECT_EQ(t.count(IB_NODE_CA), 2u);
   auto sw = t.switches();
@@ -78,11 +78,39 @@ TEST(FabricTopology, CountsEachCableOnce) {
 
 TEST(FabricTopology, LaterAnswerForAPortReplacesEarlier) {
   Topology t;
+  t.add_node(0xa, IB_NODE_SWITCH, 8, {});
   t.add_link(0xa, 1, 0xb, 1);
   t.add_link(0xa, 1, 0xc, 4);
-  ASSERT_EQ(t.links().size(), 1u);
-  EXPECT_EQ(t.links().begin()->second.remote_guid, 0xcu);
-  EXPECT_EQ(t.links().begin()->second.remote_port, 4);
+  ASSERT_EQ(t.link_count(), 1u);
+  ASSERT_NE(t.link(0xa, 1), nullptr);
+  EXPECT_EQ(t.link(0xa, 1)->remote_guid, 0xcu);
+  EXPECT_EQ(t.link(0xa, 1)->remote_port, 4);
+  EXPECT_EQ(t.link(0xa, 2), nullptr);
+  // A port past the node's NumPorts is recorded all the same; port 0 and a node not added are
+  // not.
+  t.add_link(0xa, 9, 0xd, 1);
+  ASSERT_NE(t.link(0xa, 9), nullptr);
+  EXPECT_EQ(t.link(0xa, 9)->remote_guid, 0xdu);
+  t.add_link(0xa, 0, 0xd, 2);
+  EXPECT_EQ(t.link_count(), 2u);
+  EXPECT_THROW(t.add_link(0xb, 1, 0xa, 1), std::logic_error);
+}
+
+// Cable ends come in GUID then port order, whatever order they were recorded in (the link
+// memory merges them in that order).
+TEST(FabricTopology, CableEndsComeSortedByGuidThenPort) {
+  Topology t;
+  for (std::uint64_t guid : {0xbull, 0x1ull, 0xaull}) t.add_node(guid, IB_NODE_SWITCH, 4, {});
+  t.add_link(0xb, 3, 0xa, 1);
+  t.add_link(0xa, 2, 0x1, 4);
+  t.add_link(0xb, 1, 0x1, 1);
+  t.add_link(0x1, 4, 0xa, 2);
+  t.add_link(0xa, 1, 0xb, 3);
+  std::vector<std::pair<std::uint64_t, int>> ends;
+  t.for_each_link(
+      [&](std::uint64_t guid, int port, const Link&) { ends.emplace_back(guid, port); });
+  EXPECT_EQ(ends, (std::vector<std::pair<std::uint64_t, int>>{
+                      {0x1, 4}, {0xa, 1}, {0xa, 2}, {0xb, 1}, {0xb, 3}}));
 }
 
 // A fabric: local CA 1 on leaf a port 1; leaves a, b each cabled to spines s, t (ports 10, 11
@@ -170,11 +198,14 @@ TEST(FabricTopology, ALossyDiscoveryKeepsWhatItMissed) {
   EXPECT_EQ(now.find(0xb)->description, "switch 11");
   EXPECT_EQ(now.find(0xb)->port_info.size(), 12u);
   for (const auto& pi : now.find(0xb)->port_info) EXPECT_FALSE(pi);
-  EXPECT_EQ(now.links().size(), previous.links().size());
+  EXPECT_EQ(now.link_count(), previous.link_count());
   EXPECT_EQ(now.cable_count(), 6u);
-  EXPECT_FALSE(now.links().at({0xa, 10}).carried);
-  EXPECT_TRUE(now.links().at({0xa, 11}).carried);
-  EXPECT_TRUE(now.links().at({0xb, 10}).carried);
+  ASSERT_NE(now.link(0xa, 10), nullptr);
+  ASSERT_NE(now.link(0xa, 11), nullptr);
+  ASSERT_NE(now.link(0xb, 10), nullptr);
+  EXPECT_FALSE(now.link(0xa, 10)->carried);
+  EXPECT_TRUE(now.link(0xa, 11)->carried);
+  EXPECT_TRUE(now.link(0xb, 10)->carried);
 }
 
 TEST(FabricTopology, ACablePortReadDownIsNotKept) {
@@ -182,21 +213,21 @@ TEST(FabricTopology, ACablePortReadDownIsNotKept) {
   // Leaf b's port 1 reads Polling: CA 2 was unplugged, and a lost query elsewhere.
   Topology now = small_fat_tree();
   now.carry_missed(Topology{}, always);  // nothing to carry from an empty past
-  EXPECT_EQ(now.links().size(), previous.links().size());
+  EXPECT_EQ(now.link_count(), previous.link_count());
   Topology lossy;
   for (const auto& [guid, node] : previous.nodes()) {
     if (guid == 0x2) continue;
     lossy.add_node(guid, node.type, node.num_ports, node.route);
   }
-  for (const auto& [end, link] : previous.links()) {
-    if (end.first == 0x2 || link.remote_guid == 0x2) continue;
-    lossy.add_link(end.first, end.second, link.remote_guid, link.remote_port);
-  }
+  previous.for_each_link([&](std::uint64_t guid, int port, const Link& link) {
+    if (guid == 0x2 || link.remote_guid == 0x2) return;
+    lossy.add_link(guid, port, link.remote_guid, link.remote_port);
+  });
   lossy.find(0xb)->port_info[0] = port_info(2);
   lossy.carry_missed(previous, always);
   EXPECT_EQ(lossy.find(0x2), nullptr);
-  EXPECT_EQ(lossy.links().count({0xb, 1}), 0u);
-  EXPECT_EQ(lossy.links().count({0x2, 1}), 0u);
+  EXPECT_EQ(lossy.link(0xb, 1), nullptr);
+  EXPECT_EQ(lossy.link(0x2, 1), nullptr);
 }
 
 TEST(FabricTopology, ANodeNotSeenRecentlyOrCabledElsewhereIsNotKept) {
@@ -213,11 +244,34 @@ TEST(FabricTopology, ANodeNotSeenRecentlyOrCabledElsewhereIsNotKept) {
   EXPECT_EQ(now.find(0xb), nullptr);  // not seen for too long
   EXPECT_EQ(now.find(0x2), nullptr);  // its only cable leads to b
   EXPECT_EQ(now.find(0x7), nullptr);  // a's port 11 is cabled elsewhere, b is gone
-  EXPECT_EQ(now.links().at({0xa, 11}).remote_guid, 0x9u);
-  EXPECT_FALSE(now.links().at({0xa, 11}).carried);
+  ASSERT_NE(now.link(0xa, 11), nullptr);
+  EXPECT_EQ(now.link(0xa, 11)->remote_guid, 0x9u);
+  EXPECT_FALSE(now.link(0xa, 11)->carried);
   // Leaf a port 10 <-> spine 5 port 1 was lost in this discovery, both ends found: kept.
-  EXPECT_TRUE(now.links().at({0xa, 10}).carried);
-  EXPECT_TRUE(now.links().at({0x5, 1}).carried);
+  ASSERT_NE(now.link(0xa, 10), nullptr);
+  ASSERT_NE(now.link(0x5, 1), nullptr);
+  EXPECT_TRUE(now.link(0xa, 10)->carried);
+  EXPECT_TRUE(now.link(0x5, 1)->carried);
+}
+
+// A node kept from the previous discovery keeps the cables that are kept, not all it had: spine
+// 7's cable to leaf a is gone (a's port 11 reads down now), its cable to the missed leaf b stays.
+TEST(FabricTopology, ANodeKeptKeepsOnlyTheCablesKept) {
+  auto previous = small_fat_tree();
+  Topology now;
+  now.add_node(0x1, IB_NODE_CA, 1, {});
+  now.add_node(0xa, IB_NODE_SWITCH, 12, {1});
+  now.add_link(0x1, 1, 0xa, 1);
+  now.add_link(0xa, 1, 0x1, 1);
+  now.find(0xa)->port_info[10] = port_info(2);  // port 11: Polling
+  now.carry_missed(previous, always);
+  ASSERT_NE(now.find(0x7), nullptr);
+  EXPECT_TRUE(now.find(0x7)->carried);
+  EXPECT_EQ(now.link(0x7, 1), nullptr);
+  EXPECT_EQ(now.link(0xa, 11), nullptr);
+  ASSERT_NE(now.link(0x7, 2), nullptr);
+  EXPECT_EQ(now.link(0x7, 2)->remote_guid, 0xbu);
+  EXPECT_TRUE(now.link(0x7, 2)->carried);
 }
 
 TEST(FabricLabels, GuidsAsZeroXAndSixteenLowercaseHexDigits) {
