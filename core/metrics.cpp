@@ -284,6 +284,12 @@ void merge_families(MetricFamilies& into, MetricFamilies more) {
   }
 }
 
+void release_samples(MetricFamily& family) {
+  std::vector<Sample>().swap(family.samples);
+  std::vector<std::uint16_t>().swap(family.numbers);
+  std::vector<HistogramValue>().swap(family.histograms);
+}
+
 std::string hex_guid(std::uint64_t guid) {
   char text[19];
   std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(guid));

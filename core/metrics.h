@@ -87,6 +87,11 @@ struct MetricFamily {
 
 using MetricFamilies = std::vector<MetricFamily>;
 
+// Frees `family`'s samples and what lies beside them (numbers, histograms) at once, memory
+// included: once its text is compressed, what a large family held is given back before the
+// next family is compressed.
+void release_samples(MetricFamily& family);
+
 // A family a collector declares whatever it reads (MetricsBuilder::declare), listed once with
 // its help text.
 struct FamilyDoc {

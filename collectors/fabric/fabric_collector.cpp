@@ -74,8 +74,7 @@ std::vector<std::shared_ptr<const DeflatedText>> deflate_part(MetricFamilies& pa
   std::vector<std::shared_ptr<const DeflatedText>> pieces;
   for (std::size_t i = 0; i < part.size(); ++i) {
     pieces.push_back(deflate_family(part[i], deflater, text, headers.at(i) != 0));
-    std::vector<Sample>().swap(part[i].samples);
-    std::vector<std::uint16_t>().swap(part[i].numbers);
+    release_samples(part[i]);
   }
   return pieces;
 }

@@ -494,9 +494,7 @@ void Exporter::prepare(const NamedSnapshots& current, const std::string& name,
           to.text = deflate_family(family, deflater, text);
           // Its samples go now: a large sweep's are mapped blocks (daemon/main.cpp), so the
           // compressed text is not added to all of them at the sweep's peak.
-          std::vector<Sample>().swap(family.samples);
-          std::vector<std::uint16_t>().swap(family.numbers);
-          std::vector<HistogramValue>().swap(family.histograms);
+          release_samples(family);
         }
         snapshot.reset();  // the rest (small families, label arenas) goes before it is shown
         // The runs of smaller families that are this snapshot's alone, as a scrape plans them.
