@@ -96,7 +96,11 @@ MetricsBuilder::FamilyId MetricsBuilder::numbered_family(std::string_view name,
   return id;
 }
 
-void MetricsBuilder::unnumbered(const MetricFamily& family) {
+void MetricsBuilder::misnumbered(const MetricFamily& family) {
+  if (family.number_label.empty()) {
+    throw std::logic_error("metric " + family.name +
+                           " is not numbered (numbered_family()); its samples take no number");
+  }
   throw std::logic_error("metric " + family.name + " is numbered by " + family.number_label +
                          "; its samples need a number");
 }

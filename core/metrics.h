@@ -131,11 +131,12 @@ class MetricsBuilder {
                            prometheus::MetricType type, std::string_view number_label);
   void add(FamilyId family, const LabelSet* labels, double value) {
     auto& fam = families_[family];
-    if (!fam.number_label.empty()) unnumbered(fam);
+    if (!fam.number_label.empty()) misnumbered(fam);
     fam.samples.push_back(Sample{labels, value});
   }
   void add_numbered(FamilyId family, const LabelSet* labels, std::uint16_t number, double value) {
     auto& fam = families_[family];
+    if (fam.number_label.empty()) misnumbered(fam);
     fam.samples.push_back(Sample{labels, value});
     fam.numbers.push_back(number);
   }
@@ -195,7 +196,8 @@ class MetricsBuilder {
   std::string scratch_;
   const SizeHints* hints_ = nullptr;
 
-  [[noreturn]] static void unnumbered(const MetricFamily& family);
+  // A sample without a number for a numbered family, or with one for a family that is not.
+  [[noreturn]] static void misnumbered(const MetricFamily& family);
 };
 
 // Appends `more` to `into`, merging families of the same name (their samples are concatenated).

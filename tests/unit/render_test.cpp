@@ -169,6 +169,8 @@ TEST(MetricsBuilder, ANumberedFamilyRendersItsNumberAsTheSamplesLastLabel) {
   wrong.add_numbered(w, wrong.labels({}), 1, 1);
   MetricsBuilder plain;
   plain.counter("w_total", "w", {{"vl", "1"}}, 1);
+  auto unnumbered = plain.family("w_total", "w", prometheus::MetricType::Counter);
+  EXPECT_THROW(plain.add_numbered(unnumbered, plain.labels({}), 1, 1), std::logic_error);
   auto mixed = std::move(plain).take();
   EXPECT_THROW(merge_families(mixed, std::move(wrong).take()), std::logic_error);
 }
