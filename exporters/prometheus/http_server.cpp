@@ -322,11 +322,16 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
                        }
                        ConnectionTable::set_state(*connection, State::busy);
                        if (ec) {
+                         // The client hung up, before or in the middle of its request: nobody
+                         // reads a 400, and writing one would hold the connection busy, where
+                         // no cap can evict it for a new scrape.
+                         const bool hung_up = ec == http::error::end_of_stream ||
+                                              ec == http::error::partial_message ||
+                                              ec == asio::error::connection_reset ||
+                                              ec == asio::ssl::error::stream_truncated;
                          if (ec == beast::error::timeout) {
                            ++self->stats_.header_timeouts;
-                         } else if (ec != http::error::end_of_stream &&
-                                    ec != asio::error::connection_reset &&
-                                    ec != asio::ssl::error::stream_truncated) {
+                         } else if (!hung_up) {
                            ++self->stats_.bad_request;
                            self->respond_error(connection, http::status::bad_request,
                                                "bad request: " + ec.message() + "\n");

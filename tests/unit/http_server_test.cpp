@@ -1,11 +1,14 @@
-// `/-/healthy` and `/-/ready` of the HTTP endpoint, with a readiness callback the test controls
-// (the daemon's callback lists the enabled collectors that have not published yet).
+// The HTTP endpoint: `/-/healthy` and `/-/ready` with a readiness callback the test controls
+// (the daemon's callback lists the enabled collectors that have not published yet), streamed
+// bodies, and clients that hang up mid-request.
 
 #include "exporters/prometheus/http_server.h"
 
 #include <gtest/gtest.h>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
@@ -181,6 +184,93 @@ TEST(HttpServer, StreamsABodyChunkedAndReleasesIt) {
   EXPECT_FALSE(results[3].chunked);
   EXPECT_EQ(results[3].body, expected);
   EXPECT_EQ(alive.load(), 0);
+}
+
+// What the server writes back on a connection that sends `bytes`, then stops sending.
+std::string answer_to(std::uint16_t port, const std::string& bytes) {
+  asio::io_context io;
+  asio::ip::tcp::socket socket(io);
+  socket.connect({asio::ip::make_address("127.0.0.1"), port});
+  asio::write(socket, asio::buffer(bytes));
+  socket.shutdown(asio::ip::tcp::socket::shutdown_send);
+  std::string answer;
+  boost::system::error_code ec;
+  asio::read(socket, asio::dynamic_buffer(answer), ec);  // up to the server's close
+  return answer;
+}
+
+// A request the server cannot read gets a 400; a client that hangs up in the middle of its
+// request gets nothing, and is no bad request: a 400 written to it would only hold the
+// connection busy, where the connection caps cannot evict it for a scrape (a soak's slow
+// clients hanging up at once had a scrape refused that way).
+TEST(HttpServer, AClientThatHangsUpMidRequestGetsNo400) {
+  asio::io_context io;
+  HttpServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  HttpServer server(io, options, [](const ScrapeRequest&) {
+    return ScrapeResponse{200, "up 1\n", false, nullptr};
+  });
+  std::string garbled, hung_up, empty;
+  Reply after;
+  std::thread client([&] {
+    garbled = answer_to(server.port(), "GET /metrics HTTP/1.1\r\nno colon here\r\n\r\n");
+    hung_up = answer_to(server.port(), "GET /metrics HTTP/1.1\r\nHost: x\r\nX-Slow: aaa");
+    empty = answer_to(server.port(), "");
+    after = get(server.port(), "/metrics");
+    asio::post(io, [&] { io.stop(); });
+  });
+  io.run();
+  client.join();
+  EXPECT_EQ(garbled.substr(0, 12), "HTTP/1.1 400");
+  EXPECT_EQ(hung_up, "");
+  EXPECT_EQ(empty, "");
+  EXPECT_EQ(after.status, 200u);
+  EXPECT_EQ(server.stats().bad_request, 1u);
+  EXPECT_EQ(server.stats().ok, 1u);
+}
+
+// At the total cap, connections whose clients all hang up at once, and a scrape that arrives
+// with their hang-ups (one turn of the loop sees them all), leave room for the scrape.
+TEST(HttpServer, ClientsHangingUpAtTheCapLeaveRoomForAScrape) {
+  asio::io_context io;
+  HttpServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  options.limits.max_connections = 4;
+  HttpServer server(io, options, [](const ScrapeRequest&) {
+    return ScrapeResponse{200, "up 1\n", false, nullptr};
+  });
+  const asio::ip::tcp::endpoint at{asio::ip::make_address("127.0.0.1"), server.port()};
+  asio::io_context cio;
+  std::vector<asio::ip::tcp::socket> slow;
+  for (int i = 0; i < 4; ++i) {
+    slow.emplace_back(cio).connect(at);
+    asio::write(slow.back(), asio::buffer(std::string("GET /metrics HTTP/1.1\r\nHost: x\r\n")));
+  }
+  // All four accepted, their headers awaited.
+  for (int i = 0; i < 500 && server.stats().open_connections < 4; ++i) {
+    io.run_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(server.stats().open_connections, 4u);
+  for (auto& s : slow) s.close();
+  asio::ip::tcp::socket scrape(cio);
+  scrape.connect(at);
+  http::request<http::empty_body> req{http::verb::get, "/metrics", 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.keep_alive(false);
+  http::write(scrape, req);
+  boost::beast::flat_buffer buffer;
+  http::response<http::string_body> res;
+  boost::beast::error_code ec;
+  std::thread reader([&] {
+    http::read(scrape, buffer, res, ec);
+    asio::post(io, [&] { io.stop(); });
+  });
+  io.restart();
+  io.run();
+  reader.join();
+  EXPECT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 200u);
+  EXPECT_EQ(server.stats().rejected, 0u);
 }
 
 }  // namespace
