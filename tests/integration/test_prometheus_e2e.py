@@ -20,6 +20,7 @@ import random
 import re
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -61,6 +62,7 @@ VL_TICKS = 100  # PortVLXmitWait ticks a second of the congested port's VL 3 (te
 class PrometheusEndToEnd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
+        started = time.monotonic()
         cls.tmp = tempfile.TemporaryDirectory(prefix="ibfabric-e2e-")
         cls.fabric = SimFabric(TOPOLOGY, name="prom", sm_host=SM_NODE, sm_priority=10)
         cls.daemons = []
@@ -124,6 +126,8 @@ class PrometheusEndToEnd(unittest.TestCase):
             cls.localizer.start()
             cls.prom.wait_for(lambda: len(cls.prom.targets_up()) == len(cls.daemons) + 1, 30,
                               "the three daemons and the localizer scraped")
+            # Usually 5-7 s; in the log of a slow run, this says whether the time went here.
+            print("setUpClass: %.1f s" % (time.monotonic() - started), file=sys.stderr)
         except BaseException:
             cls.tearDownClass()
             raise

@@ -12,6 +12,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import urllib.parse
@@ -120,11 +121,16 @@ class HttpApiServer:
                 if a["state"] == "firing" and a["labels"]["alertname"] == alert]
 
     def wait_for(self, predicate, timeout, what):
-        deadline = time.monotonic() + timeout
+        started = time.monotonic()
+        deadline = started + timeout
         last = None
         while time.monotonic() < deadline:
             last = predicate()
             if last:
+                took = time.monotonic() - started
+                if took > timeout / 2:  # in the log of a run that passed: what made it slow
+                    print("slow wait: %s took %.1f s of its %.0f s" % (what, took, timeout),
+                          file=sys.stderr)
                 return last
             time.sleep(0.5)
         raise AssertionError("timed out after %.0fs waiting for %s (last: %r)"
