@@ -28,15 +28,29 @@ struct Reply {
   std::string body;
 };
 
+// A server on a free loopback port, with the default limits.
+HttpServerOptions on_loopback() {
+  HttpServerOptions options;
+  options.listen_address = "127.0.0.1:0";
+  return options;
+}
+
+ScrapeResponse up(const ScrapeRequest&) { return ScrapeResponse{200, "up 1\n", false, nullptr}; }
+
+// Writes a GET of `target` that asks the server to close after its response.
+void write_get(asio::ip::tcp::socket& socket, const std::string& target) {
+  http::request<http::empty_body> req{http::verb::get, target, 11};
+  req.set(http::field::host, "127.0.0.1");
+  req.keep_alive(false);
+  http::write(socket, req);
+}
+
 // One GET on a new connection, from the test's thread (the server runs on the main thread).
 Reply get(std::uint16_t port, const std::string& target) {
   asio::io_context io;
   asio::ip::tcp::socket socket(io);
   socket.connect({asio::ip::make_address("127.0.0.1"), port});
-  http::request<http::empty_body> req{http::verb::get, target, 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.keep_alive(false);
-  http::write(socket, req);
+  write_get(socket, target);
   boost::beast::flat_buffer buffer;
   http::response<http::string_body> res;
   http::read(socket, buffer, res);
@@ -46,17 +60,14 @@ Reply get(std::uint16_t port, const std::string& target) {
 TEST(HttpServer, ReadyWaitsForEveryCollectorAndHealthyDoesNot) {
   asio::io_context io;
   std::atomic<int> published{0};
-  HttpServerOptions options;
-  options.listen_address = "127.0.0.1:0";
+  auto options = on_loopback();
   options.not_ready = [&] {
     std::vector<std::string> waiting;
     if (published < 1) waiting.push_back("ports");
     if (published < 2) waiting.push_back("sm");
     return waiting;
   };
-  HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false, nullptr};
-  });
+  HttpServer server(io, options, up);
   std::vector<Reply> replies;
   std::thread client([&] {
     replies.push_back(get(server.port(), "/-/ready"));
@@ -81,11 +92,7 @@ TEST(HttpServer, ReadyWaitsForEveryCollectorAndHealthyDoesNot) {
 
 TEST(HttpServer, ReadyWithoutACallbackIsReady) {
   asio::io_context io;
-  HttpServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false, nullptr};
-  });
+  HttpServer server(io, on_loopback(), up);
   Reply reply;
   std::thread client([&] {
     reply = get(server.port(), "/-/ready");
@@ -126,10 +133,8 @@ class CountingBody : public ScrapeBody {
 // when its response ends.
 TEST(HttpServer, StreamsABodyChunkedAndReleasesIt) {
   asio::io_context io;
-  HttpServerOptions options;
-  options.listen_address = "127.0.0.1:0";
   std::atomic<int> alive{0};
-  HttpServer server(io, options, [&](const ScrapeRequest&) {
+  HttpServer server(io, on_loopback(), [&](const ScrapeRequest&) {
     ScrapeResponse response;
     response.stream = std::make_unique<CountingBody>(300, alive);
     return response;
@@ -205,11 +210,7 @@ std::string answer_to(std::uint16_t port, const std::string& bytes) {
 // clients hanging up at once had a scrape refused that way).
 TEST(HttpServer, AClientThatHangsUpMidRequestGetsNo400) {
   asio::io_context io;
-  HttpServerOptions options;
-  options.listen_address = "127.0.0.1:0";
-  HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false, nullptr};
-  });
+  HttpServer server(io, on_loopback(), up);
   std::string garbled, hung_up, empty;
   Reply after;
   std::thread client([&] {
@@ -233,12 +234,9 @@ TEST(HttpServer, AClientThatHangsUpMidRequestGetsNo400) {
 // with their hang-ups (one turn of the loop sees them all), leave room for the scrape.
 TEST(HttpServer, ClientsHangingUpAtTheCapLeaveRoomForAScrape) {
   asio::io_context io;
-  HttpServerOptions options;
-  options.listen_address = "127.0.0.1:0";
+  auto options = on_loopback();
   options.limits.max_connections = 4;
-  HttpServer server(io, options, [](const ScrapeRequest&) {
-    return ScrapeResponse{200, "up 1\n", false, nullptr};
-  });
+  HttpServer server(io, options, up);
   const asio::ip::tcp::endpoint at{asio::ip::make_address("127.0.0.1"), server.port()};
   asio::io_context cio;
   std::vector<asio::ip::tcp::socket> slow;
@@ -254,10 +252,7 @@ TEST(HttpServer, ClientsHangingUpAtTheCapLeaveRoomForAScrape) {
   for (auto& s : slow) s.close();
   asio::ip::tcp::socket scrape(cio);
   scrape.connect(at);
-  http::request<http::empty_body> req{http::verb::get, "/metrics", 11};
-  req.set(http::field::host, "127.0.0.1");
-  req.keep_alive(false);
-  http::write(scrape, req);
+  write_get(scrape, "/metrics");
   boost::beast::flat_buffer buffer;
   http::response<http::string_body> res;
   boost::beast::error_code ec;
