@@ -8,11 +8,13 @@
 #include "exporters/prometheus/self_metrics.h"
 #include "exporters/prometheus/web_config.h"
 #include "localize/confirmer.h"
+#include "localize/explained.h"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <iostream>
@@ -32,7 +34,7 @@ class Evaluator {
   Evaluator(const LocalizeOptions& o,
             std::function<void(SnapshotPtr, const EvaluationReport&)> publish)
       : options_(o),
-        reader_(io_, o.prometheus, o.window),
+        reader_(io_, o.prometheus, o.reader),
         timer_(io_),
         publish_(std::move(publish)) {}
 
@@ -81,58 +83,40 @@ class Evaluator {
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
           if (reading.newest_sample > 0) r.evidence_age = std::max(0.0, at - reading.newest_sample);
           ++evaluations;
-          if (!reading.errors.empty()) {
-            // By error, with the queries that met it (one store failing fails them all alike).
-            std::map<std::string, std::string> by_error;
-            for (const auto& [query, error] : reading.errors) {
-              auto& queries = by_error[error];
-              queries += (queries.empty() ? "" : ", ") + query;
-            }
-            for (const auto& [error, queries] : by_error) {
-              r.failure += (r.failure.empty() ? "" : "; ") + error + " (" + queries + ")";
-            }
-          } else if (r.evidence_age < 0) {
-            // No daemon probes (yet): nothing to name, which is no failure of the localizer
-            // (IbfabricDaemonAbsent covers daemons gone from the store).
-            if (!no_evidence_logged_) {
-              spdlog::info(
-                  "msg=\"no probe evidence in the store (ibfabric_probe_node_info): nothing "
-                  "to localize\"");
-              no_evidence_logged_ = true;
-            }
-          } else if (r.evidence_age >
-                     std::chrono::duration<double>(options_.max_evidence_age).count()) {
-            r.failure = "the newest probe sample is " +
-                        std::to_string(static_cast<long>(r.evidence_age)) +
-                        " s old (--evidence.max-age)";
-          }
+          r.failure = failure_of(reading, r.evidence_age);
           r.reading = std::move(reading);
-          if (r.failure.empty()) {
+          if (r.failure.empty() && r.evidence_age >= 0) {
+            // A gap of up to two failed evaluations keeps what was held across it (a slow store
+            // fails one now and then); a longer one starts afresh.
+            double step = std::chrono::duration<double>(options_.interval).count();
+            if (last_ok_ >= 0 && at - last_ok_ > 3 * step + 1e-3) confirmer_ = new_confirmer();
+            last_ok_ = at;
             auto t0 = std::chrono::steady_clock::now();
-            auto verdicts = localize::localize(r.reading.evidence);
+            auto verdicts = localize::localize(r.reading.evidence, options_.localize);
             std::size_t suspects = verdicts.size();
-            r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(verdicts), at);
+            std::vector<localize::Verdict> named;
+            for (auto& v : verdicts) (v.withheld ? r.withheld : named).push_back(std::move(v));
+            r.verdicts = confirmer_.confirm(r.reading.evidence, std::move(named), at);
             // A suspect not confirmed yet is judged again with fresh counters: they decide between
             // a cable and its host before anything is named.
-            r.waiting = suspects - r.verdicts.size();
+            r.waiting = suspects - r.verdicts.size() - r.withheld.size();
             fresh_next_ = r.waiting > 0;
+            remember(r, at);
             r.attribution_seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             r.evaluated = true;
-          } else {
+          } else if (!r.failure.empty()) {
             ++failures;
-            confirmer_ = new_confirmer();  // a gap: nothing held across it
-            after_gap_ = true;
           }
           log(r);
           MetricsBuilder out;
           add_evaluation_metrics(out, r);
           out.counter("ibfabric_localize_evaluations_total", "Evaluations since start.", {},
                       static_cast<double>(evaluations));
-          out.counter(
-              "ibfabric_localize_evaluation_failures_total",
-              "Evaluations that made no verdict (a query failed, or the evidence is stale).", {},
-              static_cast<double>(failures));
+          out.counter("ibfabric_localize_evaluation_failures_total",
+                      "Evaluations that made no verdict (the probe evidence could not be read or "
+                      "is stale, or the hosts or paths are older than they may be).",
+                      {}, static_cast<double>(failures));
           auto snapshot = std::make_shared<Snapshot>();
           snapshot->families = std::move(out).take();
           publish_(std::move(snapshot), r);
@@ -141,25 +125,114 @@ class Evaluator {
         fresh_next_);
   }
 
+  // Why no verdict can be made of `reading` ("" when one can): the probe evidence was not read
+  // or is stale, or what places the pairs (hosts, paths) is missing or too old.
+  std::string failure_of(const query::Reading& reading, double evidence_age) const {
+    if (!reading.probes_read) {
+      // By error, with the queries that met it (one store failing fails them all alike).
+      std::map<std::string, std::string> by_error;
+      for (const auto& [query, error] : reading.errors) {
+        if (query != "sent" && query != "lost" && query != "late" && query != "newest") continue;
+        auto& queries = by_error[error];
+        queries += (queries.empty() ? "" : ", ") + query;
+      }
+      std::string out;
+      for (const auto& [error, queries] : by_error) {
+        out += (out.empty() ? "" : "; ") + error + " (" + queries + ")";
+      }
+      return out.empty() ? "the probe queries failed" : out;
+    }
+    if (evidence_age < 0) return "";  // no daemon probes (yet): nothing to name, no failure
+    if (evidence_age > std::chrono::duration<double>(options_.max_evidence_age).count()) {
+      return "the newest probe sample is " + std::to_string(static_cast<long>(evidence_age)) +
+             " s old (--evidence.max-age)";
+    }
+    for (query::Part part : {query::Part::hosts, query::Part::paths}) {
+      const auto& p = reading.parts[static_cast<std::size_t>(part)];
+      if (p.usable) continue;
+      std::string what = std::string(query::part_name(part));
+      return p.age < 0 ? "the " + what + " have not been read yet"
+                       : "the " + what + " are " + std::to_string(static_cast<long>(p.age)) +
+                             " s old (at most " +
+                             std::to_string(static_cast<long>(query::max_age(part))) + " s)";
+    }
+    return "";
+  }
+
+  // Culprits named in the last 10 minutes, as the alerts remember them: the pairs they explain
+  // raise no probe alert of their own.
+  void remember(EvaluationReport& r, double at) {
+    for (const auto& v : r.verdicts) {
+      for (const auto& s : v.suspects) named_at_[localize::culprit_of(r.reading.evidence, s)] = at;
+    }
+    std::erase_if(named_at_, [at](const auto& n) { return at - n.second > kRemembered; });
+    std::set<localize::Culprit> culprits;
+    for (const auto& [c, _] : named_at_) culprits.insert(c);
+    r.explained = localize::explained_pairs(r.reading.evidence, culprits);
+  }
+  static constexpr double kRemembered = 600;
+
   void log(const EvaluationReport& r) {
+    // Queries that fail, once when they start, when how they fail changes, and when they
+    // answer again: a slow store logs a line, not a line per evaluation.
+    for (const auto& [query, error] : r.reading.errors) {
+      auto [it, fresh] = failing_.emplace(query, error);
+      if (!fresh && it->second == error) continue;
+      it->second = error;
+      spdlog::warn("msg=\"query failed\" query={} evidence={} error=\"{}\"", query,
+                   part_of(query), error);
+    }
+    for (auto it = failing_.begin(); it != failing_.end();) {
+      if (!r.reading.answered.count(it->first) || r.reading.errors.count(it->first)) {
+        ++it;
+        continue;
+      }
+      spdlog::info("msg=\"query answers again\" query={}", it->first);
+      it = failing_.erase(it);
+    }
+    for (const auto& [query, n] : r.reading.invalid_values) {
+      if (!invalid_logged_.insert(query).second) continue;
+      spdlog::warn(
+          "msg=\"values that are not numbers dropped\" query={} count={} "
+          "hint=\"the store answered NaN or an infinity; a recording rule or the store is "
+          "broken\"",
+          query, n);
+    }
+    // Evidence parts that stop or start being usable.
+    for (std::size_t i = 0; i < query::kParts; ++i) {
+      const auto& p = r.reading.parts[i];
+      if (p.usable == part_usable_[i]) continue;
+      part_usable_[i] = p.usable;
+      auto part = static_cast<query::Part>(i);
+      if (part == query::Part::probes) continue;  // said by "no verdict"
+      if (!p.usable) {
+        spdlog::warn(
+            "msg=\"evidence too old to use\" evidence={} age_s={:.0f} max_age_s={:.0f} "
+            "effect=\"{}\"",
+            query::part_name(part), p.age, query::max_age(part), effect_of(part));
+      } else {
+        spdlog::info("msg=\"evidence usable again\" evidence={} age_s={:.0f}",
+                     query::part_name(part), p.age);
+      }
+    }
     if (!r.failure.empty()) {
-      // Once when it starts, and when what fails changes (which queries, or stale evidence).
-      std::string what;
-      for (const auto& [query, error] : r.reading.errors) what += query + " ";
-      if (what.empty()) what = "stale";
-      if (what != last_failure_) spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
-      last_failure_ = what;
+      if (r.failure != last_failure_) spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
+      last_failure_ = r.failure;
       return;
     }
-    if (!last_failure_.empty()) spdlog::info("msg=\"evidence read again\"");
+    if (!last_failure_.empty()) spdlog::info("msg=\"verdicts made again\"");
     last_failure_.clear();
+    if (r.evidence_age < 0 && !no_evidence_logged_) {
+      // No daemon probes (yet): nothing to name, which is no failure of the localizer
+      // (IbfabricDaemonAbsent covers daemons gone from the store).
+      spdlog::info(
+          "msg=\"no probe evidence in the store (ibfabric_probe_node_info): nothing to "
+          "localize\"");
+      no_evidence_logged_ = true;
+    }
     std::set<std::string> now;
     for (const auto& v : r.verdicts) {
       now.insert(display_name(r.reading.evidence, v.suspects.front()));
-    }
-    if (after_gap_) {  // nothing is confirmed yet after a gap: not a change of verdict
-      after_gap_ = false;
-      if (now.empty()) return;
     }
     for (const auto& name : now) {
       if (!named_.count(name)) spdlog::warn("msg=\"named\" suspect=\"{}\"", name);
@@ -169,11 +242,35 @@ class Evaluator {
     }
     named_ = std::move(now);
     spdlog::debug(
-        "msg=evaluated pairs={} hosts={} cables={} verdicts={} waiting={} read_s={:.3f} "
-        "attribution_s={:.3f}",
+        "msg=evaluated pairs={} hosts={} cables={} verdicts={} waiting={} withheld={} "
+        "read_s={:.3f} attribution_s={:.3f}",
         r.reading.evidence.pairs.size(), r.reading.evidence.hosts.size(),
-        r.reading.evidence.cables.size(), r.verdicts.size(), r.waiting, r.read_seconds,
-        r.attribution_seconds);
+        r.reading.evidence.cables.size(), r.verdicts.size(), r.waiting, r.withheld.size(),
+        r.read_seconds, r.attribution_seconds);
+  }
+  static std::string part_of(const std::string& query) {
+    for (const auto& q : query::evidence_queries()) {
+      if (q.name == query) return query::part_name(q.part);
+    }
+    return "?";
+  }
+  static const char* effect_of(query::Part part) {
+    switch (part) {
+      case query::Part::hosts:
+      case query::Part::paths:
+        return "no verdict";
+      case query::Part::counters:
+        return "a cable is not told from its host: both named as one verdict";
+      case query::Part::congestion:
+        return "late hosts withheld; no congested port named";
+      case query::Part::daemons:
+        return "hosts' own trouble unknown: a host needs more lost probes to be named";
+      case query::Part::symptoms:
+        return "per-pair jitter and spike alerts see nothing";
+      case query::Part::probes:
+        break;
+    }
+    return "";
   }
 
   const LocalizeOptions& options_;
@@ -187,10 +284,14 @@ class Evaluator {
   localize::Confirmer confirmer_ = new_confirmer();
   std::thread thread_;
   std::string last_failure_;
-  bool after_gap_ = false;
   bool fresh_next_ = false;
   bool no_evidence_logged_ = false;
+  double last_ok_ = -1;  // evidence time of the last evaluation that made verdicts
   std::set<std::string> named_;
+  std::map<std::string, std::string> failing_;  // queries failing, and how
+  std::set<std::string> invalid_logged_;
+  std::array<bool, query::kParts> part_usable_{true, true, true, true, true, true, true};
+  std::map<localize::Culprit, double> named_at_;
 };
 
 }  // namespace

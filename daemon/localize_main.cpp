@@ -1,3 +1,4 @@
+#include "core/log_format.h"
 #include "daemon/localize_app.h"
 #include "ibfabric/version.h"
 
@@ -9,8 +10,7 @@
 
 int main(int argc, char** argv) {
   auto logger = spdlog::stderr_logger_mt("ibfabric-localize");
-  logger->set_pattern(std::getenv("JOURNAL_STREAM") ? "level=%l %v"
-                                                    : "%Y-%m-%dT%H:%M:%S.%e%z level=%l %v");
+  ibfabric::set_log_format(*logger, "logfmt");
   spdlog::set_default_logger(logger);
   ibfabric::LocalizeOptions options;
   try {
@@ -19,6 +19,7 @@ int main(int argc, char** argv) {
     std::cerr << "ibfabric-localize: " << e.what() << '\n';
     return 2;
   }
+  ibfabric::set_log_format(*logger, options.log_format);
   if (options.help) {
     std::cout << ibfabric::localize_usage();
     return 0;

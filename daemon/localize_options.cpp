@@ -1,5 +1,7 @@
 #include "daemon/localize_options.h"
 
+#include "config/config_section.h"
+
 #include <spdlog/spdlog.h>
 
 #include <cmath>
@@ -9,21 +11,36 @@ namespace ibfabric {
 
 namespace {
 
-std::chrono::milliseconds parse_duration(const std::string& flag, const std::string& text) {
+std::chrono::milliseconds duration_flag(const std::string& flag, const std::string& text) {
+  auto d = parse_duration(text);
+  if (!d || d->count() <= 0) {
+    throw std::invalid_argument(flag + "=" + text +
+                                ": not a duration; give a number and a unit, e.g. 10s, 500ms, "
+                                "1m, 1m30s");
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+}
+
+// Bytes, as a number or with a unit: 67108864, 64MiB, 512KiB, 1GiB.
+std::size_t bytes_flag(const std::string& flag, const std::string& text) {
   std::size_t used = 0;
-  double v = 0;
+  unsigned long long v = 0;
   try {
-    v = std::stod(text, &used);
+    v = std::stoull(text, &used);
   } catch (const std::exception&) {
     used = 0;
   }
   std::string unit = text.substr(used);
-  double ms = unit == "ms" ? v : unit == "s" ? v * 1e3 : unit == "m" ? v * 6e4 : -1;
-  if (used == 0 || ms <= 0 || !std::isfinite(ms)) {
+  unsigned long long scale = unit.empty()        ? 1
+                             : unit == "KiB"     ? 1ull << 10
+                             : unit == "MiB"     ? 1ull << 20
+                             : unit == "GiB"     ? 1ull << 30
+                                                 : 0;
+  if (used == 0 || scale == 0 || v == 0 || v > (1ull << 40) / scale) {
     throw std::invalid_argument(flag + "=" + text +
-                                ": not a duration; give a number and a unit, e.g. 10s, 500ms, 1m");
+                                ": give a size in bytes, or with KiB, MiB or GiB (e.g. 64MiB)");
   }
-  return std::chrono::milliseconds(static_cast<long long>(ms));
+  return static_cast<std::size_t>(v * scale);
 }
 
 }  // namespace
@@ -39,14 +56,26 @@ its verdicts as series on its own /metrics (docs/design.md, "Who is to blame").
                                   Prometheus, VictoriaMetrics (/prometheus prefix for vmselect),
                                   Thanos Query, Mimir (/prometheus)
   --prometheus.header='N: V'      header sent with every query (repeatable), e.g.
-                                  'X-Scope-OrgID: training' or 'Authorization: Bearer ...'
-  --query.timeout=8s              deadline of one query
+                                  'X-Scope-OrgID: training'
+  --prometheus.http-config-file=FILE
+                                  credentials and TLS for the store, in Prometheus'
+                                  http_config format: authorization (credentials_file),
+                                  basic_auth (password_file), bearer_token_file, tls_config
+                                  (ca_file, cert_file, key_file, server_name)
+  --query.timeout=8s              deadline of the probe queries, and of the wait for the
+                                  evidence that refreshes with them
+  --query.refresh-timeout=1m      deadline of a query that refreshes kept evidence (hosts,
+                                  paths, counters, ...): it may run on past its evaluation
+  --query.max-concurrency=4       refresh queries at the store at once (the 4 probe queries
+                                  go out at once besides)
+  --query.max-response-bytes=64MiB  an answer larger than this fails its query
   --evaluation-interval=10s       how often the verdicts are made
   --evidence.window=1m            window of the probe evidence (sent, lost, late per pair)
   --evidence.max-age=60s          no verdict from a store whose newest probe sample is older
   --web.listen-address=:10920     where /metrics is served
   --web.config.file=FILE          TLS and basic auth (exporter-toolkit's format)
   --log.level=info                debug, info, warn, error
+  --log.format=logfmt             logfmt or json
   --once                          evaluate (twice, one interval apart: a verdict must hold in
                                   two evaluations), print the exposition, exit
   --version, --help
@@ -80,20 +109,40 @@ LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
       std::string v = h.substr(colon + 1);
       v.erase(0, v.find_first_not_of(' '));
       o.prometheus.headers.emplace_back(h.substr(0, colon), v);
+    } else if (arg == "--prometheus.http-config-file") {
+      o.http_config_file = need();
     } else if (arg == "--query.timeout") {
-      o.prometheus.timeout = parse_duration(arg, need());
+      o.prometheus.timeout = duration_flag(arg, need());
+    } else if (arg == "--query.refresh-timeout") {
+      o.reader.refresh_timeout = duration_flag(arg, need());
+    } else if (arg == "--query.max-concurrency") {
+      std::string v = need();
+      std::size_t used = 0;
+      long n = 0;
+      try {
+        n = std::stol(v, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used == 0 || used != v.size() || n < 1 || n > 64) {
+        throw std::invalid_argument(arg + "=" + v + ": give a number of queries, 1 to 64");
+      }
+      o.reader.max_in_flight = static_cast<std::size_t>(n);
+    } else if (arg == "--query.max-response-bytes") {
+      o.prometheus.body_limit = bytes_flag(arg, need());
     } else if (arg == "--evaluation-interval") {
-      o.interval = parse_duration(arg, need());
+      o.interval = duration_flag(arg, need());
       if (o.interval < std::chrono::seconds(1)) {
         throw std::invalid_argument("--evaluation-interval=" + value + ": at least 1s");
       }
     } else if (arg == "--evidence.window") {
-      o.window = std::chrono::duration_cast<std::chrono::seconds>(parse_duration(arg, need()));
-      if (o.window < std::chrono::seconds(5)) {
+      o.reader.window =
+          std::chrono::duration_cast<std::chrono::seconds>(duration_flag(arg, need()));
+      if (o.reader.window < std::chrono::seconds(5)) {
         throw std::invalid_argument(arg + ": at least 5s (a rate needs two scrapes in its window)");
       }
     } else if (arg == "--evidence.max-age") {
-      o.max_evidence_age = parse_duration(arg, need());
+      o.max_evidence_age = duration_flag(arg, need());
     } else if (arg == "--web.listen-address") {
       o.listen_address = need();
     } else if (arg == "--web.config.file") {
@@ -102,6 +151,11 @@ LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
       o.log_level = need();
       if (spdlog::level::from_str(o.log_level) == spdlog::level::off && o.log_level != "off") {
         throw std::invalid_argument("--log.level=" + o.log_level + ": debug, info, warn or error");
+      }
+    } else if (arg == "--log.format") {
+      o.log_format = need();
+      if (o.log_format != "logfmt" && o.log_format != "json") {
+        throw std::invalid_argument("--log.format=" + o.log_format + ": logfmt or json");
       }
     } else if (arg == "--once") {
       o.once = true;
@@ -113,7 +167,18 @@ LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
       throw std::invalid_argument("unknown flag " + args[i] + " (--help lists them)");
     }
   }
-  query::check_url(o.prometheus.url);
+  if (!o.http_config_file.empty()) {
+    try {
+      o.prometheus.http = query::load_http_config(o.http_config_file);
+    } catch (const std::runtime_error& e) {  // ConfigError: file:line:column and what is wrong
+      throw std::invalid_argument(e.what());
+    }
+  }
+  {
+    // The URL and the TLS files as the client will use them (it throws saying what is wrong).
+    boost::asio::io_context io;
+    query::PrometheusClient check(io, o.prometheus);
+  }
   if (o.prometheus.timeout >= o.interval) {
     throw std::invalid_argument("--query.timeout must be shorter than --evaluation-interval");
   }

@@ -3,6 +3,8 @@
 #include "core/metrics.h"
 
 #include <cmath>
+#include <map>
+#include <set>
 
 namespace ibfabric {
 
@@ -188,11 +190,12 @@ void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
   info.emplace_back("pairs", listed(pairs, 6));
   info.emplace_back("equally_suspect", listed(equal, 8));
   info.emplace_back("blast_radius", listed(radius, 8));
+  info.emplace_back("lacking", v.lacking.empty() ? "none" : v.lacking);
   out.info("ibfabric_localize_suspect_info",
            "Why a suspect is named: its cause (loss, late, congestion), the reason, its evidence "
            "in words (probes each way, both ends' counters, its daemon's own trouble), the pairs "
-           "it explains (prober -> peer), what the probes cannot tell it from, and the hosts "
-           "whose probed paths cross it.",
+           "it explains (prober -> peer), what the probes cannot tell it from, the hosts "
+           "whose probed paths cross it, and the evidence it was made without (lacking).",
            info);
   for (auto [what, value] :
        {std::pair{"sent", v.sent}, std::pair{"lost", v.lost}, std::pair{"late", v.late}}) {
@@ -205,13 +208,73 @@ void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
   }
 }
 
+// Per pair that a probe alert may fire on: its labels as the daemons' (job and instance
+// renamed: the localizer's own target labels take those), and its hosts' names.
+Labels pair_labels(const query::PairLabels& p, const std::string& prober,
+                   const std::string& peer) {
+  return {{"probe_job", p.job},   {"probe_instance", p.instance}, {"peer", p.peer},
+          {"transport", p.transport}, {"prober_name", prober.empty() ? p.instance : prober},
+          {"peer_name", peer.empty() ? p.peer : peer}};
+}
+
+// The pairs no culprit named in the last 10 minutes explains, with what the probe alerts read:
+// loss over the window, jitter over 500 us, more than 5 spikes in 10 minutes. Only pairs that
+// show one (a healthy fabric serves none).
+void add_unexplained_pairs(MetricsBuilder& out, const EvaluationReport& r) {
+  const auto& e = r.reading.evidence;
+  out.declare("ibfabric_localize_pair_unexplained_loss_ratio",
+              "Probe pairs that lost probes in the evidence window that no culprit named in the "
+              "last 10 minutes explains: the share lost (IbfabricProbeLoss).",
+              prometheus::MetricType::Gauge);
+  out.declare("ibfabric_localize_pair_unexplained_jitter_seconds",
+              "Probe pairs whose RTT jitter is above 500 us that no culprit named in the last 10 "
+              "minutes explains (IbfabricProbeJitterHigh).",
+              prometheus::MetricType::Gauge);
+  out.declare("ibfabric_localize_pair_unexplained_rtt_spikes",
+              "Probe pairs with more than 5 RTT spikes in 10 minutes that no culprit named in the "
+              "last 10 minutes explains: the spikes (IbfabricProbeRttSpikes).",
+              prometheus::MetricType::Gauge);
+  if (!r.evaluated) return;
+  std::map<query::PairLabels, std::pair<std::string, std::string>> names;
+  std::set<query::PairLabels> explained;
+  for (std::size_t p = 0; p < e.pairs.size(); ++p) {
+    const auto& key = r.reading.pair_labels[p];
+    names[key] = {e.hosts[e.pairs[p].prober].name, e.hosts[e.pairs[p].peer].name};
+    if (p < r.explained.size() && r.explained[p]) {
+      explained.insert(key);
+      continue;
+    }
+    if (e.pairs[p].lost <= 0 || e.pairs[p].sent <= 0) continue;
+    out.gauge("ibfabric_localize_pair_unexplained_loss_ratio", "",
+              pair_labels(key, names[key].first, names[key].second),
+              e.pairs[p].lost / e.pairs[p].sent);
+  }
+  for (auto [family, values] :
+       {std::pair{"ibfabric_localize_pair_unexplained_jitter_seconds", &r.reading.jitter_seconds},
+        std::pair{"ibfabric_localize_pair_unexplained_rtt_spikes", &r.reading.spikes_10m}}) {
+    for (const auto& [key, value] : *values) {
+      if (explained.count(key)) continue;
+      auto it = names.find(key);
+      out.gauge(family, "",
+                pair_labels(key, it == names.end() ? "" : it->second.first,
+                            it == names.end() ? "" : it->second.second),
+                value);
+    }
+  }
+}
+
 }  // namespace
 
 void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
   out.gauge("ibfabric_localize_up",
-            "1 when the last evaluation read all its evidence, fresh, and made verdicts; 0 when "
-            "the query API failed or its data is stale (no verdict then).",
+            "1 when the last evaluation made verdicts: its probe evidence read and fresh, the "
+            "hosts and paths known; 0 when not (no verdict then; the log says why).",
             {}, r.evaluated ? 1 : 0);
+  out.gauge("ibfabric_localize_store_up",
+            "1 when the store answered the last evaluation's probe queries; 0 when it refused "
+            "the connection, timed out, or answered an error or something that is not its "
+            "API's JSON.",
+            {}, r.reading.probes_read ? 1 : 0);
   out.gauge("ibfabric_localize_last_evaluation_timestamp_seconds",
             "The time the last evaluation's evidence is of (Unix seconds).", {}, r.at);
   out.gauge("ibfabric_localize_evaluation_duration_seconds",
@@ -219,27 +282,67 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
             r.read_seconds + r.attribution_seconds);
   out.gauge("ibfabric_localize_attribution_duration_seconds",
             "Wall time of the last evaluation's attribution alone.", {}, r.attribution_seconds);
-  if (r.evidence_age >= 0) {
-    out.gauge("ibfabric_localize_evidence_age_seconds",
-              "Age of the newest probe sample in the store at the last evaluation.", {},
-              r.evidence_age);
+  out.declare("ibfabric_localize_evidence_age_seconds",
+              "Age of each part of the evidence the last evaluation used: probes, the newest "
+              "probe sample in the store; the others (hosts, paths, daemons, counters, "
+              "congestion, symptoms), their oldest answer in use, kept from an earlier "
+              "evaluation when a query failed or was not due.",
+              prometheus::MetricType::Gauge);
+  out.declare("ibfabric_localize_evidence_usable",
+              "1 when a part of the evidence was read and is young enough to be used (its "
+              "maximum age: docs/design.md); 0 when verdicts are made without it or withheld.",
+              prometheus::MetricType::Gauge);
+  for (std::size_t i = 0; i < query::kParts; ++i) {
+    const auto& part = r.reading.parts[i];
+    Labels l{{"evidence", query::part_name(static_cast<query::Part>(i))}};
+    double age = i == static_cast<std::size_t>(query::Part::probes) ? r.evidence_age : part.age;
+    if (age >= 0) out.gauge("ibfabric_localize_evidence_age_seconds", "", l, age);
+    out.gauge("ibfabric_localize_evidence_usable", "", l, part.usable ? 1 : 0);
   }
   for (const auto& [query, seconds] : r.reading.query_seconds) {
     out.gauge("ibfabric_localize_query_duration_seconds",
-              "Wall time of each query of the last evaluation (paths: all batches together).",
+              "Wall time of each query's last answer (paths: all batches of one read together).",
               {{"query", query}}, seconds);
   }
   for (const auto& [query, n] : r.reading.query_series) {
-    out.gauge("ibfabric_localize_query_series",
-              "Series each query of the last evaluation returned.", {{"query", query}}, n);
+    out.gauge("ibfabric_localize_query_series", "Series each query's last answer held.",
+              {{"query", query}}, n);
   }
+  for (const auto& [query, n] : r.reading.query_bytes) {
+    out.gauge("ibfabric_localize_query_response_bytes",
+              "Size of each query's last answer (--query.max-response-bytes bounds it).",
+              {{"query", query}}, n);
+  }
+  out.declare("ibfabric_localize_query_failures_total",
+              "Queries that failed since start, by query and reason: timeout, connection "
+              "(refused, reset, TLS), http (an error status or the store's error), malformed "
+              "(not the API's JSON), too_large, auth (refused credentials, unreadable secret).",
+              prometheus::MetricType::Counter);
+  for (const auto& [key, n] : r.reading.failures_total) {
+    out.counter("ibfabric_localize_query_failures_total", "",
+                {{"query", key.first}, {"reason", key.second}}, n);
+  }
+  out.declare("ibfabric_localize_invalid_values_total",
+              "Values the store answered that are not numbers (NaN, infinities), dropped since "
+              "start, by query.",
+              prometheus::MetricType::Counter);
+  for (const auto& [query, n] : r.reading.invalid_values_total) {
+    out.counter("ibfabric_localize_invalid_values_total", "", {{"query", query}}, n);
+  }
+  out.gauge("ibfabric_localize_queries_running",
+            "Queries asked and not answered when the last evaluation ended: refreshes running on "
+            "past its budget, or waiting for their turn (--query.max-concurrency).",
+            {}, static_cast<double>(r.reading.refreshes_running));
   const auto& e = r.reading.evidence;
   out.gauge("ibfabric_localize_pairs",
-            "Probed pairs of the last evaluation: placed (prober, peer and path known) or "
-            "unplaced (no verdict can use them).",
+            "Probed pairs of the last evaluation: placed (prober, peer and path known), "
+            "unplaced (no verdict can use them), or incomplete (the store lacks their lost or "
+            "late series).",
             {{"state", "placed"}}, static_cast<double>(e.pairs.size()));
   out.gauge("ibfabric_localize_pairs", "", {{"state", "unplaced"}},
             static_cast<double>(r.reading.pairs_unplaced));
+  out.gauge("ibfabric_localize_pairs", "", {{"state", "incomplete"}},
+            static_cast<double>(r.reading.pairs_incomplete));
   out.gauge("ibfabric_localize_hosts", "Hosts in the last evaluation's evidence.", {},
             static_cast<double>(e.hosts.size()));
   out.gauge("ibfabric_localize_cables", "Cables the traced paths cross.", {},
@@ -248,8 +351,19 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
             "Daemons whose paths the last evaluation read again (their path trace marker moved).",
             {}, static_cast<double>(r.reading.path_instances_read));
   out.declare("ibfabric_localize_suspect", "", prometheus::MetricType::Gauge);
+  out.declare("ibfabric_localize_withheld_info",
+              "A suspect made but not named: evidence it needs is too old to use (lacking); "
+              "named again once that evidence is.",
+              prometheus::MetricType::Gauge);
+  add_unexplained_pairs(out, r);
   if (!r.evaluated) return;
   for (const auto& v : r.verdicts) add_verdict(out, e, v);
+  for (const auto& v : r.withheld) {
+    Labels l = identity(e, v.suspects.front());
+    l.emplace_back("cause", v.cause);
+    l.emplace_back("lacking", v.lacking);
+    out.info("ibfabric_localize_withheld_info", "", l);
+  }
 }
 
 }  // namespace ibfabric

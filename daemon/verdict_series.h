@@ -25,7 +25,10 @@ struct EvaluationReport {
   double evidence_age = -1;  // seconds; -1: no probe sample in the store
   query::Reading reading;
   std::vector<localize::Verdict> verdicts;  // confirmed
+  std::vector<localize::Verdict> withheld;  // made, not named: evidence they need is missing
   std::size_t waiting = 0;                  // suspects found, not confirmed yet
+  // Per pair of reading.evidence: a culprit named in the last 10 minutes explains it.
+  std::vector<bool> explained;
 };
 void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& report);
 

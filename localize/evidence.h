@@ -70,12 +70,22 @@ struct PortWait {
   bool share = true;  // true: share of the time; false: XmitWait ticks per word (tick unknown)
 };
 
+// Evidence its source could not give fresh enough (docs/design.md, "Partial evidence"): the
+// attribution runs without it, and each verdict says which of it bears on it.
+struct Lacking {
+  bool counters = false;    // Evidence::counters: what decides between a cable and its host
+  bool congestion = false;  // Evidence::congested: what tells congestion from a late host
+  bool daemons = false;     // Host's own trouble (stalls, responder drops, local failures, down)
+  bool any() const { return counters || congestion || daemons; }
+};
+
 struct Evidence {
   std::vector<Host> hosts;
   std::vector<Cable> cables;
   std::vector<Pair> pairs;
   std::map<PortRef, PortCounters> counters;  // ports that counted errors or discards
   std::map<PortRef, PortWait> congested;     // sending ports that wait
+  Lacking lacking;
 };
 
 }  // namespace ibfabric::localize

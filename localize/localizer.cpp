@@ -87,10 +87,25 @@ class Run {
     loss(out);
     late_verdicts(e_, o_, out);
     merge_host_verdicts(out);
+    for (auto& v : out) mark_lacking(v);
     return out;
   }
 
  private:
+  void mark_lacking(Verdict& v) const {
+    const Lacking& l = e_.lacking;
+    bool host = v.suspects.front().kind != Kind::cable &&
+                v.suspects.front().kind != Kind::congestion;
+    bool loss = v.cause.find("loss") != std::string::npos;
+    bool late = v.cause != "loss";
+    std::vector<const char*> lacking;
+    if (loss && l.counters) lacking.push_back("counters");
+    if (host && l.daemons) lacking.push_back("daemons");
+    if (late && l.congestion) lacking.push_back("congestion");
+    for (const char* what : lacking) v.lacking += std::string(v.lacking.empty() ? "" : ", ") + what;
+    v.withheld = host && v.cause == "late" && l.congestion;
+  }
+
   std::uint32_t host_candidate(HostId h, HostRole role) const { return links_ + h * 3 + role; }
   bool is_link(std::uint32_t c) const { return c < links_; }
   HostId host_of(std::uint32_t c) const { return (c - links_) / 3; }

@@ -47,6 +47,13 @@ struct Verdict {
   // worse by Options::settle_margin (the counters still to come, which move a look-alike by
   // equal_fit + evidence_weight, cannot put another in its place).
   bool settled = false;
+  // The evidence it was made without that bears on it (Evidence::lacking): "counters" (a
+  // loss verdict: a cable is not told from its host), "daemons" (a host verdict: its own
+  // trouble unknown), "congestion" (a late verdict); joined by ", ", "" when it lacked nothing.
+  std::string lacking;
+  // Made, but not to be named: a late host without the congestion evidence that would tell
+  // its lateness from a congested port's (incast into a host would name the host).
+  bool withheld = false;
 };
 
 struct Options {

@@ -67,7 +67,25 @@ Url parse_url(const std::string& url) {
 
 }  // namespace
 
-void check_url(const std::string& url) { parse_url(url); }
+const char* failure_name(QueryResult::Failure failure) {
+  switch (failure) {
+    case QueryResult::Failure::none:
+      return "none";
+    case QueryResult::Failure::timeout:
+      return "timeout";
+    case QueryResult::Failure::connection:
+      return "connection";
+    case QueryResult::Failure::http:
+      return "http";
+    case QueryResult::Failure::malformed:
+      return "malformed";
+    case QueryResult::Failure::too_large:
+      return "too_large";
+    case QueryResult::Failure::auth:
+      return "auth";
+  }
+  return "?";
+}
 
 std::string form_encode(const std::string& text) {
   static const char* hex = "0123456789ABCDEF";
@@ -90,15 +108,37 @@ std::string form_encode(const std::string& text) {
 struct PrometheusClient::Impl : std::enable_shared_from_this<Impl> {
   Impl(asio::io_context& io, ClientOptions o)
       : io(io), options(std::move(o)), url(parse_url(options.url)) {
-    if (url.tls) {
-      ssl = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
-      ssl->set_default_verify_paths();
-      ssl->set_verify_mode(asio::ssl::verify_peer);
+    const HttpConfig& h = options.http;
+    server_name = h.server_name.empty() ? url.host : h.server_name;
+    if (!url.tls) {
+      if (!h.ca_file.empty() || !h.cert_file.empty() || h.insecure_skip_verify) {
+        throw std::invalid_argument(h.source + ": tls_config is set, but --prometheus.url " +
+                                    options.url + " is not https://");
+      }
+      return;
     }
+    ssl = std::make_unique<asio::ssl::context>(asio::ssl::context::tls_client);
+    try {
+      if (h.ca_file.empty()) {
+        ssl->set_default_verify_paths();
+      } else {
+        ssl->load_verify_file(h.ca_file);
+      }
+      if (!h.cert_file.empty()) {
+        ssl->use_certificate_chain_file(h.cert_file);
+        ssl->use_private_key_file(h.key_file, asio::ssl::context::pem);
+      }
+    } catch (const boost::system::system_error& e) {
+      throw std::invalid_argument(h.source + ": tls_config: " + e.what() +
+                                  " (is each file PEM, the key the certificate's?)");
+    }
+    ssl->set_verify_mode(h.insecure_skip_verify ? asio::ssl::verify_none
+                                                : asio::ssl::verify_peer);
   }
   asio::io_context& io;
   ClientOptions options;
   Url url;
+  std::string server_name;  // what the store's certificate must name (and SNI)
   std::unique_ptr<asio::ssl::context> ssl;
 };
 
@@ -125,8 +165,12 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
 
   auto& socket() { return beast::get_lowest_layer(*stream).socket(); }
 
-  void fail(const std::string& what, const beast::error_code& ec) {
-    finish(QueryResult{what + ": " + ec.message(), {}, {}, 0});
+  void fail(const std::string& what, const beast::error_code& ec,
+            QueryResult::Failure failure = QueryResult::Failure::connection) {
+    QueryResult r;
+    r.failure = failure;
+    r.error = what + ": " + ec.message();
+    finish(std::move(r));
   }
   void finish(QueryResult r) {
     if (finished) return;
@@ -140,16 +184,15 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
     d(std::move(r));
   }
 
-  void run() {
+  void run(std::chrono::milliseconds timeout) {
     auto self = this->shared_from_this();
-    deadline.expires_after(client->options.timeout);
-    deadline.async_wait([self](const beast::error_code& ec) {
+    deadline.expires_after(timeout);
+    deadline.async_wait([self, timeout](const beast::error_code& ec) {
       if (ec) return;
-      self->finish(QueryResult{
-          "no answer within " + std::to_string(self->client->options.timeout.count()) + " ms",
-          {},
-          {},
-          0});
+      QueryResult r;
+      r.failure = QueryResult::Failure::timeout;
+      r.error = "no answer within " + std::to_string(timeout.count()) + " ms";
+      self->finish(std::move(r));
     });
     resolver.async_resolve(
         client->url.host, client->url.port,
@@ -168,11 +211,13 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
   void handshake() {
     auto self = this->shared_from_this();
     if constexpr (std::is_same_v<Stream, beast::ssl_stream<beast::tcp_stream>>) {
-      if (!SSL_set_tlsext_host_name(stream->native_handle(), client->url.host.c_str())) {
+      if (!SSL_set_tlsext_host_name(stream->native_handle(), client->server_name.c_str())) {
         return fail("TLS SNI", beast::error_code(static_cast<int>(::ERR_get_error()),
                                                  asio::error::get_ssl_category()));
       }
-      stream->set_verify_callback(asio::ssl::host_name_verification(client->url.host));
+      if (!client->options.http.insecure_skip_verify) {
+        stream->set_verify_callback(asio::ssl::host_name_verification(client->server_name));
+      }
       stream->async_handshake(asio::ssl::stream_base::client, [self](const beast::error_code& ec) {
         if (self->finished) return;
         if (ec) return self->fail("TLS handshake with " + self->client->options.url, ec);
@@ -193,6 +238,12 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
       http::async_read(*self->stream, self->buffer, *self->parser,
                        [self](const beast::error_code& ec, std::size_t) {
                          if (self->finished) return;
+                         if (ec == http::error::body_limit) {
+                           return self->fail(
+                               "the answer is larger than --query.max-response-bytes=" +
+                                   std::to_string(self->client->options.body_limit),
+                               ec, QueryResult::Failure::too_large);
+                         }
                          if (ec) return self->fail("reading the answer", ec);
                          self->answered();
                        });
@@ -204,11 +255,21 @@ struct Exchange : std::enable_shared_from_this<Exchange<Stream>> {
     QueryResult r;
     r.bytes = response.body().size();
     std::string error = parse_vector(response.body(), labels, r.series);
+    bool ok = response.result() == http::status::ok;
     if (!error.empty()) {
       r.error = "HTTP " + std::to_string(response.result_int()) + ": " + error;
+      // An error status, or the store's own error: HTTP; a 200 whose body is not the API's
+      // JSON: malformed.
+      r.failure = !ok || error.rfind("query failed", 0) == 0 ? QueryResult::Failure::http
+                                                             : QueryResult::Failure::malformed;
+      if (response.result() == http::status::unauthorized ||
+          response.result() == http::status::forbidden) {
+        r.failure = QueryResult::Failure::auth;
+      }
       r.series.clear();
-    } else if (response.result() != http::status::ok) {
+    } else if (!ok) {
       r.error = "HTTP " + std::to_string(response.result_int());
+      r.failure = QueryResult::Failure::http;
       r.series.clear();
     }
     finish(std::move(r));
@@ -225,7 +286,18 @@ PrometheusClient::~PrometheusClient() = default;
 const std::string& PrometheusClient::url() const { return impl_->options.url; }
 
 void PrometheusClient::query(const std::string& promql, double at, std::vector<std::string> labels,
-                             std::function<void(QueryResult)> done) {
+                             std::function<void(QueryResult)> done,
+                             std::chrono::milliseconds timeout) {
+  std::string authorization_value;
+  try {
+    authorization_value = authorization(impl_->options.http);
+  } catch (const std::exception& e) {
+    QueryResult r;
+    r.failure = QueryResult::Failure::auth;
+    r.error = impl_->options.http.source + ": " + e.what();
+    asio::post(impl_->io, [done = std::move(done), r = std::move(r)]() mutable { done(r); });
+    return;
+  }
   auto fill = [&](auto& exchange) {
     auto& req = exchange->request;
     req.method(http::verb::post);
@@ -236,13 +308,14 @@ void PrometheusClient::query(const std::string& promql, double at, std::vector<s
     req.set(http::field::content_type, "application/x-www-form-urlencoded");
     req.set(http::field::connection, "close");
     for (const auto& [name, value] : impl_->options.headers) req.set(name, value);
+    if (!authorization_value.empty()) req.set(http::field::authorization, authorization_value);
     char time[32];
     std::snprintf(time, sizeof time, "%.3f", at);
     req.body() = "query=" + form_encode(promql) + "&time=" + time;
     req.prepare_payload();
     exchange->labels = std::move(labels);
     exchange->done = std::move(done);
-    exchange->run();
+    exchange->run(timeout.count() > 0 ? timeout : impl_->options.timeout);
   };
   if (impl_->ssl) {
     using Stream = beast::ssl_stream<beast::tcp_stream>;
