@@ -205,7 +205,10 @@ class Evaluator {
       part_usable_[i] = p.usable;
       auto part = static_cast<query::Part>(i);
       if (part == query::Part::probes) continue;  // said by "no verdict"
-      if (!p.usable) {
+      if (!p.usable && p.age < 0) {
+        spdlog::warn("msg=\"evidence not read yet\" evidence={} effect=\"{}\"",
+                     query::part_name(part), effect_of(part));
+      } else if (!p.usable) {
         spdlog::warn(
             "msg=\"evidence too old to use\" evidence={} age_s={:.0f} max_age_s={:.0f} "
             "effect=\"{}\"",
@@ -215,6 +218,19 @@ class Evaluator {
                      query::part_name(part), p.age);
       }
     }
+    std::size_t incomplete = r.reading.pairs_incomplete;
+    if ((incomplete > 0) != (pairs_incomplete_ > 0)) {
+      if (incomplete > 0) {
+        spdlog::warn(
+            "msg=\"pairs without their lost or late series: no evidence of them\" pairs={} "
+            "hint=\"the store lacks ibfabric_probe_lost_total or ibfabric_probe_spikes_total "
+            "of daemons that send probes\"",
+            incomplete);
+      } else {
+        spdlog::info("msg=\"every pair has its lost and late series again\"");
+      }
+    }
+    pairs_incomplete_ = incomplete;
     if (!r.failure.empty()) {
       if (r.failure != last_failure_) spdlog::warn("msg=\"no verdict\" reason=\"{}\"", r.failure);
       last_failure_ = r.failure;
@@ -286,6 +302,7 @@ class Evaluator {
   std::string last_failure_;
   bool fresh_next_ = false;
   bool no_evidence_logged_ = false;
+  std::size_t pairs_incomplete_ = 0;
   double last_ok_ = -1;  // evidence time of the last evaluation that made verdicts
   std::set<std::string> named_;
   std::map<std::string, std::string> failing_;  // queries failing, and how

@@ -516,19 +516,25 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     done(std::move(reading));
   }
 
-  // The series of a kept query if usable at `at` (nullptr if not); its part's state updated.
+  // The series of a kept query if usable at `at` (nullptr if not); its part's state updated:
+  // as old as its oldest answer, never read (-1) while one of its queries has not answered.
   const std::vector<Series>* use(const std::string& name, Part part, double at, Reading& r) {
     auto& state = r.parts[static_cast<std::size_t>(part)];
     const auto& k = kept[name];
-    double age = k.at < 0 ? -1 : at - k.at;
-    bool usable = k.at >= 0 && age <= max_age(part) + 1e-6;
-    if (age > state.age) state.age = age;
-    if (!usable) {
+    if (k.at < 0) {
+      state = {-1, false};
+      unread[static_cast<std::size_t>(part)] = true;
+      return nullptr;
+    }
+    double age = at - k.at;
+    if (!unread[static_cast<std::size_t>(part)]) state.age = std::max(state.age, age);
+    if (age > max_age(part) + 1e-6) {
       state.usable = false;
       return nullptr;
     }
     return &k.series;
   }
+  std::array<bool, kParts> unread{};
 
   Reading assemble(Evaluation& ev) {
     Reading reading;
@@ -549,6 +555,7 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     reading.path_instances_read = ev.path_daemons;
     // Parts: usable until one of their queries says otherwise.
     for (auto& p : reading.parts) p = {-1, true};
+    unread = {};
     bool probes_ok = true;
     for (const auto& [name, r] : ev.probes) {
       probes_ok = probes_ok && r.failure == QueryResult::Failure::none;

@@ -14,153 +14,20 @@ h3's port counting the errors.
 It runs in every build, sanitized ones included: the service's threads (evaluation, HTTP) under
 TSan, its parsing under ASan."""
 
-import http.server
 import json
 import os
+import shutil
+import ssl
 import subprocess
-import threading
+import tempfile
 import time
 import unittest
-import urllib.parse
 
+from fake_store import FakeApi, instance
 from ibfabric_testlib import find_samples, free_port, http_get, parse_exposition
+from pki import make_pki
 
 LOCALIZE = os.environ["IBFABRIC_LOCALIZE"]
-HOSTS = ["h1", "h2", "h3", "h4"]
-GUID = {"leaf-1": "0x0000000000a00001", "leaf-2": "0x0000000000a00002",
-        "spine-1": "0x0000000000b00001"}
-for i, h in enumerate(HOSTS, 1):
-    GUID[h] = "0x0000000000c0000%d" % i
-
-
-def leaf_of(h):
-    return "leaf-%d" % ((HOSTS.index(h) // 2) + 1)
-
-
-def port_of(h):
-    return HOSTS.index(h) % 2 + 1
-
-
-def route(src, dst):
-    """Hops (from, from port, to, to port); leaves reach the spine on port 3."""
-    ls, ld = leaf_of(src), leaf_of(dst)
-    hops = [(src, 1, ls, port_of(src))]
-    if ls != ld:
-        hops += [(ls, 3, "spine-1", int(ls[-1])), ("spine-1", int(ld[-1]), ld, 3)]
-    return hops + [(ld, port_of(dst), dst, 1)]
-
-
-def hop_labels(hop):
-    """As the paths collector names a cable: the switch end is a; direction of the hop."""
-    f, fp, t, tp = hop
-    f_is_a = not f.startswith("h") if f.startswith("h") != t.startswith("h") else \
-        (GUID[f], fp) < (GUID[t], tp)
-    a, ap, b, bp = (f, fp, t, tp) if f_is_a else (t, tp, f, fp)
-    return {"node_guid": GUID[a], "port": str(ap), "node_name": a, "remote_node_guid": GUID[b],
-            "remote_port": str(bp), "remote_node_name": b,
-            "direction": "a_to_b" if f_is_a else "b_to_a"}
-
-
-def instance(h):
-    return "%s:10916" % h
-
-
-PAIRS = [(a, b) for a in HOSTS for b in HOSTS if a != b]
-DROPPING = ("leaf-2", 1, "h3", 1)  # into h3
-
-
-class FakeApi:
-    """Answers instant queries from the fabric above; `mode` makes it fail."""
-
-    def __init__(self):
-        self.mode = "ok"
-        self.newest_age = 1.0
-        self.queries = []
-        self.times = []  # the evaluation time of each query, as the localizer asked for it
-        self.marker = 1
-        self.counters = True  # h3's port counts the errors of its drops
-        outer = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                length = int(self.headers.get("Content-Length", 0))
-                form = urllib.parse.parse_qs(self.rfile.read(length).decode())
-                query = form.get("query", [""])[0]
-                outer.queries.append(query)
-                outer.times.append(float(form.get("time", ["nan"])[0]))
-                if outer.mode == "error":
-                    return self.reply(500, b'{"status":"error","errorType":"internal",'
-                                           b'"error":"overloaded"}')
-                if outer.mode == "garbage":
-                    return self.reply(200, b"<html>502 Bad Gateway</html>")
-                if outer.mode == "slow":
-                    time.sleep(2.5)
-                body = {"status": "success",
-                        "data": {"resultType": "vector", "result": outer.answer(query)}}
-                self.reply(200, json.dumps(body).encode())
-
-            def reply(self, code, body):
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                try:
-                    self.wfile.write(body)
-                except OSError:
-                    pass  # the localizer gave up on a slow answer
-
-            def log_message(self, *args):
-                pass
-
-        class Server(http.server.ThreadingHTTPServer):
-            request_queue_size = 128  # the localizer sends its queries side by side
-
-        self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-    def answer(self, q):
-        now = time.time()
-
-        def series(labels, value):
-            return {"metric": labels, "value": [now, str(value)]}
-
-        def pair(p, q_):
-            return {"job": "ibfabric", "instance": instance(p), "peer": "%s mlx5_0" % q_,
-                    "transport": "mad"}
-
-        def daemon(h):
-            return {"job": "ibfabric", "instance": instance(h)}
-        crossing = lambda p, q_: DROPPING in route(p, q_) + route(q_, p)  # noqa: E731
-        if "ibfabric_probe_sent_total" in q:
-            return [series(pair(p, q_), 600) for p, q_ in PAIRS]
-        if "ibfabric_probe_lost_total" in q:
-            return [series(pair(p, q_), 180 if crossing(p, q_) else 0) for p, q_ in PAIRS]
-        if "ibfabric_probe_spikes_total" in q:
-            return [series(pair(p, q_), 0) for p, q_ in PAIRS]
-        if q.startswith("max(timestamp(ibfabric_probe_node_info"):
-            return [series({}, now - self.newest_age)]
-        if "ibfabric_probe_node_info" in q:
-            return [series(dict(daemon(h), node_guid=GUID[h], node_name=h), 1) for h in HOSTS]
-        if "ibfabric_path_traces_total" in q:
-            return [series(daemon(h), self.marker if h == "h1" else 1) for h in HOSTS]
-        if q.startswith("ibfabric_path_hop_info"):
-            return [series(dict(pair(p, q_), leg=leg, hop=str(n), **hop_labels(hop)), 1)
-                    for p, q_ in PAIRS if instance(p) in q
-                    for leg, hops in (("to_peer", route(p, q_)), ("from_peer", route(q_, p)))
-                    for n, hop in enumerate(hops, 1)]
-        if q.startswith("ibfabric_path_peer_info"):
-            return [series(dict(pair(p, q_), peer_node_guid=GUID[q_], peer_node_name=q_), 1)
-                    for p, q_ in PAIRS if instance(p) in q]
-        if q.startswith("max by (node_guid, port) (") and "side=\"local\"" in q and \
-                "receive_errors" in q and self.counters:
-            return [series({"node_guid": GUID["h3"], "port": "1"}, 180)]
-        return []
 
 
 class LocalizeServiceTest(unittest.TestCase):
@@ -172,11 +39,14 @@ class LocalizeServiceTest(unittest.TestCase):
         self.log = open(os.path.join(os.environ.get("TMPDIR", "/tmp"),
                                      "localize-service-%d.log" % self.port), "w+")
         self.addCleanup(self.log.close)
+        self.proc = None
+
+    def start(self, *args, url=None):
         self.proc = subprocess.Popen(
-            [LOCALIZE, "--prometheus.url=http://127.0.0.1:%d" % self.api.port,
+            [LOCALIZE, "--prometheus.url=" + (url or "http://127.0.0.1:%d" % self.api.port),
              "--web.listen-address=127.0.0.1:%d" % self.port, "--evaluation-interval=1s",
-             "--evidence.window=5s", "--query.timeout=800ms", "--evidence.max-age=30s"],
-            stdout=self.log, stderr=subprocess.STDOUT)
+             "--evidence.window=5s", "--query.timeout=800ms", "--evidence.max-age=30s"] +
+            list(args), stdout=self.log, stderr=subprocess.STDOUT)
         self.addCleanup(self.stop)
 
     def stop(self):
@@ -211,6 +81,7 @@ class LocalizeServiceTest(unittest.TestCase):
         return found[0].value if found else None
 
     def test_names_the_cable_and_gives_no_verdict_without_fresh_evidence(self):
+        self.start()
         named = self.wait(lambda s: find_samples(s, "ibfabric_localize_suspect"), "a verdict")
         status, _, _ = http_get("http://127.0.0.1:%d/-/ready" % self.port)
         self.assertEqual(status, 200)
@@ -275,22 +146,205 @@ class LocalizeServiceTest(unittest.TestCase):
         # both, judged again half an interval after it was found and still not settled there,
         # named a whole interval after it was found (the counters that would decide may not be
         # in the store yet). Seen as soon as it is named: before the evaluation at 2 s.
+        self.start()
         named = self.wait(lambda s: find_samples(s, "ibfabric_localize_suspect"), "a verdict")
         info = find_samples(named, "ibfabric_localize_suspect_info")[0].labels
         self.assertIn("h3", info["equally_suspect"])
         self.assertEqual(self.evaluation_times(), [0.0, 0.5, 1.0])
+
+    # --- partial evidence: a query that fails or is slow degrades the verdict, never blanks it
+
+    def info(self, samples):
+        found = find_samples(samples, "ibfabric_localize_suspect_info")
+        return found[0].labels if found else None
+
+    def test_a_failing_counter_query_degrades_the_verdict(self):
+        # h3's receive errors come from the counters its own daemon reads (side="local"): with
+        # those queries failing, the cable is still named, with h3 beside it (the probes cannot
+        # tell a host from its own cable) and the verdict says it lacks the counters.
+        self.api.query_modes = {'side="local"': "error"}
+        self.start()
+        named = self.wait(lambda s: self.info(s), "a verdict without counters")
+        info = self.info(named)
+        self.assertEqual((info["node_name"], info["remote_node_name"]), ("leaf-2", "h3"))
+        self.assertIn("h3", info["equally_suspect"])
+        self.assertEqual(info["lacking"], "counters")
+        self.assertEqual(self.value(named, "ibfabric_localize_up"), 1)
+        self.assertEqual(self.value(named, "ibfabric_localize_store_up"), 1)
+        self.assertEqual(self.value(named, "ibfabric_localize_evidence_usable",
+                                    evidence="counters"), 0)
+        self.assertEqual(self.value(named, "ibfabric_localize_evidence_usable",
+                                    evidence="paths"), 1)
+        self.assertGreaterEqual(self.value(named, "ibfabric_localize_query_failures_total",
+                                           query="errors_local", reason="http"), 1)
+        log = self.logtext()
+        self.assertEqual(log.count('msg="query failed" query=errors_local evidence=counters'), 1,
+                         log)
+        self.assertIn('msg="evidence not read yet" evidence=counters', log)
+        # The counters answer again: the cable alone, with h3's errors as its evidence.
+        self.api.query_modes = {}
+        whole = self.wait(lambda s: (self.info(s) or {}).get("lacking") == "none",
+                          "the verdict with counters")
+        info = self.info(whole)
+        self.assertEqual(info["equally_suspect"], "none")
+        self.assertIn("h3 port 1 (its own daemon): 180 errors", info["evidence"])
+        self.assertEqual(self.value(whole, "ibfabric_localize_evidence_usable",
+                                    evidence="counters"), 1)
+        self.assertIn('msg="query answers again" query=errors_local', self.logtext())
+
+    def test_a_slow_refresh_serves_a_later_evaluation(self):
+        # The counters take longer than an evaluation's budget (--query.timeout): the
+        # evaluations go on without them, and their answer, when it comes, serves the next.
+        self.api.query_modes = {'side="local"': "slow"}
+        self.api.slow_seconds = 3
+        self.start()
+        first = self.wait(lambda s: self.info(s), "a verdict before the counters")
+        self.assertEqual(self.info(first)["lacking"], "counters")
+        whole = self.wait(lambda s: (self.info(s) or {}).get("lacking") == "none",
+                          "the counters' late answer used")
+        self.assertIn("h3 port 1 (its own daemon): 180 errors", self.info(whole)["evidence"])
+        self.assertGreaterEqual(
+            self.value(whole, "ibfabric_localize_evidence_age_seconds", evidence="counters"), 1)
+        self.assertNotIn("query failed", self.logtext())
+
+    def test_values_that_are_no_numbers_and_missing_series(self):
+        self.start()
+        self.wait(lambda s: self.info(s), "a verdict")
+        # NaN from the daemons' stalls (kept evidence): dropped, counted, said once; the
+        # verdict stands.
+        self.api.query_modes = {"ibfabric_event_loop_stall_seconds_total": "nan"}
+        nan = self.wait(lambda s: self.value(s, "ibfabric_localize_invalid_values_total",
+                                             query="stalls"), "NaN counted")
+        self.assertEqual(self.value(nan, "ibfabric_localize_invalid_values_total",
+                                    query="stalls") % 4, 0)
+        self.assertTrue(self.info(nan))
+        # +Inf lost probes, then no lost series at all: the pairs are no evidence either way
+        # (incomplete), nothing is named from them, and the log says so.
+        for mode in ("inf", "empty"):
+            with self.subTest(mode=mode):
+                self.api.query_modes = {"ibfabric_probe_lost_total": mode}
+                gone = self.wait(lambda s: self.value(s, "ibfabric_localize_pairs",
+                                                      state="incomplete") == 12,
+                                 "pairs incomplete (%s)" % mode)
+                self.assertEqual(self.value(gone, "ibfabric_localize_pairs", state="placed"), 0)
+                self.assertEqual(self.value(gone, "ibfabric_localize_up"), 1)
+                self.api.query_modes = {}
+                self.wait(lambda s: self.info(s) and self.value(
+                    s, "ibfabric_localize_pairs", state="incomplete") == 0, "named again")
+        log = self.logtext()
+        self.assertEqual(log.count('msg="values that are not numbers dropped" query=stalls'), 1)
+        self.assertIn('msg="values that are not numbers dropped" query=lost', log)
+        self.assertEqual(log.count('msg="pairs without their lost or late series'), 2, log)
+
+    def test_truncated_oversized_and_refused(self):
+        self.start("--query.max-response-bytes=256KiB")
+        self.wait(lambda s: self.info(s), "a verdict")
+        # Truncated JSON for the hosts (kept evidence): the last answer serves.
+        self.api.query_modes = {"last_over_time(ibfabric_probe_node_info": "truncated"}
+        kept = self.wait(lambda s: self.value(s, "ibfabric_localize_query_failures_total",
+                                              query="nodes", reason="malformed"),
+                         "the truncated answer counted")
+        self.assertTrue(self.info(kept))
+        self.assertEqual(self.value(kept, "ibfabric_localize_up"), 1)
+        # An answer over --query.max-response-bytes for a probe query: no verdict.
+        self.api.query_modes = {"ibfabric_probe_sent_total": "huge"}
+        down = self.wait(lambda s: self.value(s, "ibfabric_localize_up") == 0, "no verdict")
+        self.assertEqual(find_samples(down, "ibfabric_localize_suspect"), [])
+        self.assertEqual(self.value(down, "ibfabric_localize_store_up"), 0)
+        self.assertGreaterEqual(self.value(down, "ibfabric_localize_query_failures_total",
+                                           query="sent", reason="too_large"), 1)
+        self.assertIn("larger than --query.max-response-bytes=262144", self.logtext())
+        self.api.query_modes = {}
+        self.wait(lambda s: self.info(s), "a verdict again")
+        # The store goes away (connections refused), and comes back on the same port.
+        port = self.api.port
+        self.api.close()
+        refused = self.wait(lambda s: self.value(s, "ibfabric_localize_store_up") == 0,
+                            "the store unreachable")
+        self.assertEqual(self.value(refused, "ibfabric_localize_up"), 0)
+        self.assertGreaterEqual(self.value(refused, "ibfabric_localize_query_failures_total",
+                                           query="sent", reason="connection"), 1)
+        self.assertIn("connecting to http://127.0.0.1:%d" % port, self.logtext())
+        self.api = FakeApi(port=port)
+        self.addCleanup(self.api.close)
+        back = self.wait(lambda s: self.info(s), "a verdict once the store is back")
+        self.assertEqual(self.value(back, "ibfabric_localize_store_up"), 1)
+
+    def test_credentials_and_tls_from_a_file(self):
+        # Prometheus' http_config: a bearer token from a file, re-read for each query (a rotated
+        # token is used at once), over TLS with the store's CA and a client certificate.
+        d = tempfile.mkdtemp(prefix="ibfabric-localize-tls-")
+        self.addCleanup(shutil.rmtree, d, True)
+        make_pki(d)
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(os.path.join(d, "tls.crt"), os.path.join(d, "tls.key"))
+        tls.verify_mode = ssl.CERT_REQUIRED
+        tls.load_verify_locations(os.path.join(d, "ca.crt"))
+        self.api.close()
+        self.api = FakeApi(tls=tls)
+        self.addCleanup(self.api.close)
+        self.api.authorization = "Bearer first-token"
+        with open(os.path.join(d, "token"), "w") as f:
+            f.write("first-token\n")
+        config = os.path.join(d, "store.yml")
+        with open(config, "w") as f:
+            f.write("authorization:\n  credentials_file: token\n"
+                    "tls_config:\n  ca_file: ca.crt\n  cert_file: client.crt\n"
+                    "  key_file: client.key\n")
+        self.start("--prometheus.http-config-file=" + config, "--log.format=json",
+                   url="https://127.0.0.1:%d" % self.api.port)
+        self.wait(lambda s: self.info(s), "a verdict over TLS with the token")
+        self.api.authorization = "Bearer second-token"
+        with open(os.path.join(d, "token"), "w") as f:
+            f.write("second-token\n")
+        failures = lambda s: self.value(  # noqa: E731
+            s, "ibfabric_localize_query_failures_total", query="sent", reason="auth") or 0
+        evaluations = lambda s: self.value(s, "ibfabric_localize_evaluations_total")  # noqa
+        rotated = self.metrics()
+        after = self.wait(lambda s: evaluations(s) >= evaluations(rotated) + 3 and self.value(
+            s, "ibfabric_localize_up") == 1, "evaluations with the rotated token")
+        self.assertTrue(self.info(after))
+        # At most the evaluation in the middle of the rotation failed.
+        self.assertLessEqual(failures(after) - failures(rotated), 4)
+        # --log.format=json: every line one JSON object with its fields.
+        lines = [json.loads(line) for line in self.logtext().splitlines() if line.strip()]
+        self.assertTrue(any(line.get("msg") == "named" and "leaf-2" in line.get("suspect", "")
+                            for line in lines), lines)
+        self.assertTrue(all({"ts", "level", "msg"} <= set(line) for line in lines), lines)
 
     def test_bad_flags_say_what_to_do(self):
         for args, message in ((["--prometheus.url=prometheus:9090"], "must start with http://"),
                               (["--evaluation-interval=soon"], "not a duration"),
                               (["--prometheus.header=nocolon"], "give 'Name: value'"),
                               (["--query.timeout=20s"], "shorter than --evaluation-interval"),
-                              (["--no-such-flag"], "unknown flag")):
+                              (["--no-such-flag"], "unknown flag"),
+                              (["--query.max-response-bytes=lots"], "KiB, MiB or GiB"),
+                              (["--query.max-concurrency=0"], "1 to 64"),
+                              (["--log.format=xml"], "logfmt or json"),
+                              (["--prometheus.http-config-file=/nonexistent.yml"],
+                               "/nonexistent.yml"),
+                              (["--prometheus.http-config-file=" + self.bad_http_config()],
+                               "bad.yml:2:3"),
+                              (["--prometheus.http-config-file=" + self.tls_config()],
+                               "is not https://")):
             with self.subTest(args=args):
                 out = subprocess.run([LOCALIZE] + args, capture_output=True, text=True,
                                      timeout=30)
                 self.assertEqual(out.returncode, 2, out.stderr)
                 self.assertIn(message, out.stderr)
+
+    def write(self, name, text):
+        d = tempfile.mkdtemp(prefix="ibfabric-localize-flags-")
+        self.addCleanup(shutil.rmtree, d, True)
+        with open(os.path.join(d, name), "w") as f:
+            f.write(text)
+        return os.path.join(d, name)
+
+    def bad_http_config(self):
+        return self.write("bad.yml", "basic_auth:\n  user: me\n")  # an unknown key
+
+    def tls_config(self):
+        return self.write("tls.yml", "tls_config:\n  insecure_skip_verify: true\n")
 
 
 if __name__ == "__main__":
