@@ -208,20 +208,11 @@ void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
   }
 }
 
-// Per pair that a probe alert may fire on: its labels as the daemons' (job and instance
-// renamed: the localizer's own target labels take those), and its hosts' names.
-Labels pair_labels(const query::PairLabels& p, const std::string& prober,
-                   const std::string& peer) {
-  return {{"probe_job", p.job},   {"probe_instance", p.instance}, {"peer", p.peer},
-          {"transport", p.transport}, {"prober_name", prober.empty() ? p.instance : prober},
-          {"peer_name", peer.empty() ? p.peer : peer}};
-}
-
 // The pairs no culprit named in the last 10 minutes explains, with what the probe alerts read:
 // loss over the window, jitter over 500 us, more than 5 spikes in 10 minutes. Only pairs that
-// show one (a healthy fabric serves none).
+// show one (a healthy fabric serves none). Labelled as the daemons label a pair, but for job and
+// instance (the localizer's own target labels take those): probe_job, probe_instance.
 void add_unexplained_pairs(MetricsBuilder& out, const EvaluationReport& r) {
-  const auto& e = r.reading.evidence;
   out.declare("ibfabric_localize_pair_unexplained_loss_ratio",
               "Probe pairs that lost probes in the evidence window that no culprit named in the "
               "last 10 minutes explains: the share lost (IbfabricProbeLoss).",
@@ -235,31 +226,21 @@ void add_unexplained_pairs(MetricsBuilder& out, const EvaluationReport& r) {
               "last 10 minutes explains: the spikes (IbfabricProbeRttSpikes).",
               prometheus::MetricType::Gauge);
   if (!r.evaluated) return;
-  std::map<query::PairLabels, std::pair<std::string, std::string>> names;
-  std::set<query::PairLabels> explained;
-  for (std::size_t p = 0; p < e.pairs.size(); ++p) {
-    const auto& key = r.reading.pair_labels[p];
-    names[key] = {e.hosts[e.pairs[p].prober].name, e.hosts[e.pairs[p].peer].name};
-    if (p < r.explained.size() && r.explained[p]) {
-      explained.insert(key);
-      continue;
+  for (const auto& [p, s] : r.reading.symptoms) {
+    if (s.placed >= 0 && r.explained[static_cast<std::size_t>(s.placed)]) continue;
+    Labels l{{"probe_job", p.job},
+             {"probe_instance", p.instance},
+             {"peer", p.peer},
+             {"transport", p.transport},
+             {"prober_name", s.prober_name.empty() ? p.instance : s.prober_name},
+             {"peer_name", s.peer_name.empty() ? p.peer : s.peer_name}};
+    if (s.lost > 0 && s.sent > 0) {
+      out.gauge("ibfabric_localize_pair_unexplained_loss_ratio", "", l, s.lost / s.sent);
     }
-    if (e.pairs[p].lost <= 0 || e.pairs[p].sent <= 0) continue;
-    out.gauge("ibfabric_localize_pair_unexplained_loss_ratio", "",
-              pair_labels(key, names[key].first, names[key].second),
-              e.pairs[p].lost / e.pairs[p].sent);
-  }
-  for (auto [family, values] :
-       {std::pair{"ibfabric_localize_pair_unexplained_jitter_seconds", &r.reading.jitter_seconds},
-        std::pair{"ibfabric_localize_pair_unexplained_rtt_spikes", &r.reading.spikes_10m}}) {
-    for (const auto& [key, value] : *values) {
-      if (explained.count(key)) continue;
-      auto it = names.find(key);
-      out.gauge(family, "",
-                pair_labels(key, it == names.end() ? "" : it->second.first,
-                            it == names.end() ? "" : it->second.second),
-                value);
+    if (s.jitter_seconds >= 0) {
+      out.gauge("ibfabric_localize_pair_unexplained_jitter_seconds", "", l, s.jitter_seconds);
     }
+    if (s.spikes_10m >= 0) out.gauge("ibfabric_localize_pair_unexplained_rtt_spikes", "", l, s.spikes_10m);
   }
 }
 

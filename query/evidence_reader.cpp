@@ -574,15 +574,15 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
 
     auto& e = reading.evidence;
     // Symptoms: by pair, whether placed or not.
-    auto symptom = [&](const char* name, std::map<PairLabels, double>& into) {
+    auto symptom = [&](const char* name, double Reading::Symptoms::*field) {
       if (const auto* s = use(name, Part::symptoms, at, reading)) {
         for (const auto& x : *s) {
-          into[{x.labels[0], x.labels[1], x.labels[2], x.labels[3]}] = x.value;
+          reading.symptoms[{x.labels[0], x.labels[1], x.labels[2], x.labels[3]}].*field = x.value;
         }
       }
     };
-    symptom("jitter", reading.jitter_seconds);
-    symptom("spikes_10m", reading.spikes_10m);
+    symptom("jitter", &Reading::Symptoms::jitter_seconds);
+    symptom("spikes_10m", &Reading::Symptoms::spikes_10m);
     // Hosts: a daemon's node.
     std::map<std::uint64_t, HostId> hosts;
     auto host = [&](std::uint64_t guid, const std::string& name) {
@@ -675,7 +675,16 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
           if (it != daemon->second.paths.end() && it->second.peer_guid) path = &it->second;
         }
       }
-      if (prober == daemon_host.end() || !path) {
+      bool placed = prober != daemon_host.end() && path;
+      if (counts.lost > 0 || reading.symptoms.count(key)) {
+        auto& s = reading.symptoms[key];
+        s.sent = counts.sent;
+        s.lost = std::min(counts.lost, counts.sent);
+        if (prober != daemon_host.end()) s.prober_name = e.hosts[prober->second].name;
+        if (path) s.peer_name = path->peer_name;
+        if (placed) s.placed = static_cast<std::ptrdiff_t>(e.pairs.size());
+      }
+      if (!placed) {
         ++reading.pairs_unplaced;
         continue;
       }
@@ -688,7 +697,6 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
       pair.lost = std::min(counts.lost, counts.sent);
       pair.late = std::min(counts.late, counts.sent);
       e.pairs.push_back(std::move(pair));
-      reading.pair_labels.push_back(key);
     }
     e.cables = cables;
     return reading;

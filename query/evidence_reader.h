@@ -63,11 +63,15 @@ struct PartState {
 
 struct Reading {
   localize::Evidence evidence;
-  // The pairs' labels, parallel to evidence.pairs.
-  std::vector<PairLabels> pair_labels;
-  // Per-pair symptoms (jitter over its threshold, spikes in 10 minutes over theirs), by pair,
-  // whether placed or not; from the last usable answers.
-  std::map<PairLabels, double> jitter_seconds, spikes_10m;
+  // The pairs that show a symptom the probe alerts read, placed or not: loss in the window,
+  // jitter over 500 us, more than 5 spikes in 10 minutes (the last usable answers).
+  struct Symptoms {
+    double sent = 0, lost = 0;
+    double jitter_seconds = -1, spikes_10m = -1;  // -1: not over the threshold
+    std::string prober_name, peer_name;           // "" where not known
+    std::ptrdiff_t placed = -1;                   // its index in evidence.pairs, if placed
+  };
+  std::map<PairLabels, Symptoms> symptoms;
   // Probe evidence read fresh this time: false gives no verdict (`errors` says why).
   bool probes_read = false;
   std::array<PartState, kParts> parts{};

@@ -98,6 +98,8 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertEqual(info["equally_suspect"], "none")
         self.assertEqual(self.value(named, "ibfabric_localize_up"), 1)
         self.assertEqual(self.value(named, "ibfabric_localize_pairs", state="placed"), 12)
+        # The pairs the cable explains raise no probe alert of their own.
+        self.assertEqual(find_samples(named, "ibfabric_localize_pair_unexplained_loss_ratio"), [])
         # Evaluations on the interval's grid (1 s); the one that confirms a new suspect with
         # evidence of its own (h3's counters) half an interval after the one that found it.
         self.assertEqual(self.evaluation_times()[:2], [0.0, 0.5])
@@ -235,6 +237,22 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertEqual(log.count('msg="values that are not numbers dropped" query=stalls'), 1)
         self.assertIn('msg="values that are not numbers dropped" query=lost', log)
         self.assertEqual(log.count('msg="pairs without their lost or late series'), 2, log)
+
+    def test_pairs_it_cannot_place_are_served_unexplained(self):
+        # No peer of any pair is known (the store lacks ibfabric_path_peer_info): nothing is
+        # named, and every lossy pair is served for IbfabricProbeLoss, by the names known.
+        self.api.query_modes = {"ibfabric_path_peer_info": "empty"}
+        self.start()
+        served = self.wait(lambda s: len(find_samples(
+            s, "ibfabric_localize_pair_unexplained_loss_ratio")) == 6, "the 6 lossy pairs")
+        self.assertEqual(find_samples(served, "ibfabric_localize_suspect"), [])
+        self.assertEqual(self.value(served, "ibfabric_localize_pairs", state="unplaced"), 12)
+        pair = find_samples(served, "ibfabric_localize_pair_unexplained_loss_ratio",
+                            probe_instance=instance("h1"), peer="h3 mlx5_0")[0]
+        self.assertEqual(pair.value, 0.3)
+        self.assertEqual((pair.labels["probe_job"], pair.labels["transport"],
+                          pair.labels["prober_name"], pair.labels["peer_name"]),
+                         ("ibfabric", "mad", "h1", "h3 mlx5_0"))
 
     def test_truncated_oversized_and_refused(self):
         self.start("--query.max-response-bytes=256KiB")
