@@ -78,7 +78,8 @@ std::string logfmt_to_json_fields(std::string_view p) {
     std::size_t key_start = i;
     while (i < p.size() && p[i] != '=' && p[i] != ' ') ++i;
     if (i >= p.size() || p[i] != '=' || i == key_start) {  // a word that is no field
-      loose += std::string(loose.empty() ? "" : " ") + std::string(p.substr(key_start, i - key_start));
+      loose +=
+          std::string(loose.empty() ? "" : " ") + std::string(p.substr(key_start, i - key_start));
       continue;
     }
     std::string_view key = p.substr(key_start, i - key_start);

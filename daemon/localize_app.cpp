@@ -179,8 +179,8 @@ class Evaluator {
       auto [it, fresh] = failing_.emplace(query, error);
       if (!fresh && it->second == error) continue;
       it->second = error;
-      spdlog::warn("msg=\"query failed\" query={} evidence={} error=\"{}\"", query,
-                   part_of(query), error);
+      spdlog::warn("msg=\"query failed\" query={} evidence={} error=\"{}\"", query, part_of(query),
+                   error);
     }
     for (auto it = failing_.begin(); it != failing_.end();) {
       if (!r.reading.answered.count(it->first) || r.reading.errors.count(it->first)) {

@@ -31,11 +31,11 @@ std::size_t bytes_flag(const std::string& flag, const std::string& text) {
     used = 0;
   }
   std::string unit = text.substr(used);
-  unsigned long long scale = unit.empty()        ? 1
-                             : unit == "KiB"     ? 1ull << 10
-                             : unit == "MiB"     ? 1ull << 20
-                             : unit == "GiB"     ? 1ull << 30
-                                                 : 0;
+  unsigned long long scale = unit.empty()    ? 1
+                             : unit == "KiB" ? 1ull << 10
+                             : unit == "MiB" ? 1ull << 20
+                             : unit == "GiB" ? 1ull << 30
+                                             : 0;
   if (used == 0 || scale == 0 || v == 0 || v > (1ull << 40) / scale) {
     throw std::invalid_argument(flag + "=" + text +
                                 ": give a size in bytes, or with KiB, MiB or GiB (e.g. 64MiB)");

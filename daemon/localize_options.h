@@ -19,8 +19,8 @@ struct LocalizeOptions {
   std::string listen_address = ":10920";
   std::string web_config_file;
   std::string http_config_file;  // --prometheus.http-config-file (loaded into prometheus.http)
-  query::ReaderOptions reader;  // window, queries at once, the refreshes' deadline
-  localize::Options localize;   // the attribution's thresholds (fixed: docs/design.md)
+  query::ReaderOptions reader;   // window, queries at once, the refreshes' deadline
+  localize::Options localize;    // the attribution's thresholds (fixed: docs/design.md)
   std::chrono::milliseconds interval{10000};
   // Evidence older than this (the newest probe sample the store has) gives no verdict: a store
   // whose scrapes stopped would otherwise show the last minute before they did.

@@ -240,7 +240,8 @@ void add_unexplained_pairs(MetricsBuilder& out, const EvaluationReport& r) {
     if (s.jitter_seconds >= 0) {
       out.gauge("ibfabric_localize_pair_unexplained_jitter_seconds", "", l, s.jitter_seconds);
     }
-    if (s.spikes_10m >= 0) out.gauge("ibfabric_localize_pair_unexplained_rtt_spikes", "", l, s.spikes_10m);
+    if (s.spikes_10m >= 0)
+      out.gauge("ibfabric_localize_pair_unexplained_rtt_spikes", "", l, s.spikes_10m);
   }
 }
 

@@ -94,8 +94,8 @@ class Run {
  private:
   void mark_lacking(Verdict& v) const {
     const Lacking& l = e_.lacking;
-    bool host = v.suspects.front().kind != Kind::cable &&
-                v.suspects.front().kind != Kind::congestion;
+    bool host =
+        v.suspects.front().kind != Kind::cable && v.suspects.front().kind != Kind::congestion;
     bool loss = v.cause.find("loss") != std::string::npos;
     bool late = v.cause != "loss";
     std::vector<const char*> lacking;

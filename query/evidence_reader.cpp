@@ -127,8 +127,11 @@ std::vector<Query> fixed_queries(const std::string& w) {
        std::string(kDaemonSum) + "(increase(ibfabric_probe_failed_total[" + w + "])) > 0", daemon,
        Part::daemons},
       {"down", "up == 0", daemon, Part::daemons},
-      {"congested", "ibfabric:port_congested:rate5m", {"node_guid", "port", "unit"},
-       Part::congestion, true},
+      {"congested",
+       "ibfabric:port_congested:rate5m",
+       {"node_guid", "port", "unit"},
+       Part::congestion,
+       true},
       {"jitter",
        "max by (job, instance, peer, transport) (ibfabric_probe_jitter_seconds) > " +
            std::string(kJitterOver),
@@ -141,8 +144,8 @@ std::vector<Query> fixed_queries(const std::string& w) {
     std::string s = source;
     std::string prefix = s == "sweep" ? "ibfabric_fabric_port" : "ibfabric_ports";
     std::string selector = s == "sweep" ? "" : "{side=\"" + s + "\"}";
-    q.push_back({"errors_" + s, by_port(errors_of(prefix, selector), s), port, Part::counters,
-                 true});
+    q.push_back(
+        {"errors_" + s, by_port(errors_of(prefix, selector), s), port, Part::counters, true});
     q.push_back(
         {"discards_" + s,
          by_port("increase(" + prefix + "_transmit_discards_total" + selector + "[10m])", s), port,
@@ -186,8 +189,8 @@ std::string reported(const std::string& name) { return name.substr(0, name.find(
 std::vector<QueryText> evidence_queries() {
   std::vector<QueryText> out;
   for (const auto& q : fixed_queries("1m")) out.push_back({q.name, q.promql, q.part});
-  out.push_back({"paths", "ibfabric_path_hop_info{instance=~\"<daemons whose marker moved>\"}",
-                 Part::paths});
+  out.push_back(
+      {"paths", "ibfabric_path_hop_info{instance=~\"<daemons whose marker moved>\"}", Part::paths});
   out.push_back({"peers", "ibfabric_path_peer_info{instance=~\"<the same>\"}", Part::paths});
   return out;
 }
@@ -306,7 +309,7 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     std::vector<LinkId> path;
   };
   struct Daemon {
-    double marker = -1;                                              // as last read
+    double marker = -1;                                             // as last read
     std::map<std::pair<std::string, std::string>, PeerPath> paths;  // by (peer, transport)
     bool reading = false;
   };
@@ -405,10 +408,9 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     auto self = shared_from_this();
     std::weak_ptr<Evaluation> waiting_ev = ev;
     if (ev && !ev->finished) ++ev->refreshes_left;
-    for (auto& q : {Query{"paths " + n, "ibfabric_path_hop_info" + selector, hop_labels,
-                          Part::paths},
-                    Query{"peers " + n, "ibfabric_path_peer_info" + selector, peer_labels,
-                          Part::paths}}) {
+    for (auto& q :
+         {Query{"paths " + n, "ibfabric_path_hop_info" + selector, hop_labels, Part::paths},
+          Query{"peers " + n, "ibfabric_path_peer_info" + selector, peer_labels, Part::paths}}) {
       send(q, at, [self, batch, waiting_ev, name = q.name](QueryResult r) {
         batch->got[name] = std::move(r);
         if (--batch->left > 0) return;

@@ -78,7 +78,7 @@ struct Reading {
   // Queries that failed since the last reading (refreshes left running by an earlier
   // evaluation included), by name ("paths" and "peers" for all their batches): what failed.
   std::map<std::string, std::string> errors;
-  std::set<std::string> answered;  // queries that answered since the last reading
+  std::set<std::string> answered;                // queries that answered since the last reading
   std::map<std::string, double> invalid_values;  // NaN or infinite values dropped since, by query
   // Each query's last answer: its wall time, its series, its body's size.
   std::map<std::string, double> query_seconds, query_series, query_bytes;

@@ -132,8 +132,7 @@ struct PrometheusClient::Impl : std::enable_shared_from_this<Impl> {
       throw std::invalid_argument(h.source + ": tls_config: " + e.what() +
                                   " (is each file PEM, the key the certificate's?)");
     }
-    ssl->set_verify_mode(h.insecure_skip_verify ? asio::ssl::verify_none
-                                                : asio::ssl::verify_peer);
+    ssl->set_verify_mode(h.insecure_skip_verify ? asio::ssl::verify_none : asio::ssl::verify_peer);
   }
   asio::io_context& io;
   ClientOptions options;
