@@ -506,6 +506,60 @@ TEST(Localizer, DaemonFailingLocallyBesideAFaultIsNotNamed) {
   EXPECT_EQ(verdicts(s), (Named{{cable("leaf-3", 4, "spine-2", 3)}}));
 }
 
+// Partial evidence (docs/design.md, "Partial evidence, never silence"): what a source could not
+// give fresh is missing from the evidence, and each verdict says which of it bears on it.
+TEST(Localizer, WithoutCountersACableIsNamedWithItsHostAndSaysSo) {
+  Scenario s;
+  s.dropping = {{into_host("h3"), 0.3}};
+  s.port_errors = host_errors("h3");
+  Fabric f(s);
+  f.e.counters.clear();
+  f.e.lacking.counters = true;
+  auto v = localize(f.e);
+  ASSERT_EQ(v.size(), 1u);
+  std::set<std::string> names;
+  for (const auto& suspect : v[0].suspects) names.insert(named(f.e, suspect));
+  EXPECT_EQ(names, (std::set<std::string>{cable("leaf-2", 1, "h3", 1), host("h3")}));
+  EXPECT_EQ(v[0].suspects.front().kind, Kind::cable);  // the culprit, h3 beside it
+  EXPECT_EQ(v[0].lacking, "counters");
+  EXPECT_FALSE(v[0].withheld);
+  // A host's verdict lacks its daemon's evidence where that is missing.
+  Scenario stall;
+  stall.stalled = {"h4"};
+  Fabric g(stall);
+  g.e.lacking.daemons = true;
+  v = localize(g.e);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(named(g.e, v[0].suspects.front()), host("h4"));
+  EXPECT_EQ(v[0].lacking, "daemons");
+}
+
+TEST(Localizer, WithoutCongestionALateHostIsWithheld) {
+  // Incast into h3: with its port's waiting known, the port is named; without it h3 would be
+  // named late for what the port does, so that verdict is made but withheld.
+  Scenario incast;
+  incast.congested = {{into_host("h3"), 0.6}};
+  Fabric f(incast);
+  f.e.congested.clear();
+  f.e.lacking.congestion = true;
+  auto v = localize(f.e);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(named(f.e, v[0].suspects.front()), host("h3"));
+  EXPECT_EQ(v[0].cause, "late");
+  EXPECT_EQ(v[0].lacking, "congestion");
+  EXPECT_TRUE(v[0].withheld);
+  // A cable's loss needs no congestion evidence: named, and not said to lack it.
+  Scenario lossy;
+  lossy.dropping = {{downlink(1, 2), 0.3}};
+  lossy.port_errors = {{"leaf-2", 3, "receive_errors"}};
+  Fabric g(lossy);
+  g.e.lacking.congestion = true;
+  v = localize(g.e);
+  ASSERT_EQ(v.size(), 1u);
+  EXPECT_EQ(v[0].lacking, "");
+  EXPECT_FALSE(v[0].withheld);
+}
+
 // Named only what two evaluations in a row hold (evaluations every 10 s).
 TEST(Localizer, ConfirmerNamesWhatTwoEvaluationsHold) {
   Scenario s;
