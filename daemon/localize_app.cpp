@@ -85,7 +85,7 @@ class Evaluator {
           ++evaluations;
           r.failure = failure_of(reading, r.evidence_age);
           r.reading = std::move(reading);
-          if (r.failure.empty() && r.evidence_age >= 0) {
+          if (r.failure.empty()) {
             // A gap of up to two failed evaluations keeps what was held across it (a slow store
             // fails one now and then); a longer one starts afresh.
             double step = std::chrono::duration<double>(options_.interval).count();
@@ -105,7 +105,7 @@ class Evaluator {
             r.attribution_seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             r.evaluated = true;
-          } else if (!r.failure.empty()) {
+          } else {
             ++failures;
           }
           log(r);

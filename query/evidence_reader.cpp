@@ -113,7 +113,8 @@ std::vector<Query> fixed_queries(const std::string& w) {
        "max by (job, instance, node_guid, node_name) "
        "(last_over_time(ibfabric_probe_node_info{node_guid!=\"\"}[10m]))",
        {"job", "instance", "node_guid", "node_name"},
-       Part::hosts},
+       Part::hosts,
+       true},
       {"path_marker", std::string(kDaemonSum) + "(ibfabric_path_traces_total)", daemon,
        Part::paths},
       {"stalls",
@@ -250,9 +251,15 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
   std::deque<Waiting> waiting;
   std::size_t in_flight = 0;
 
-  void send(Query q, double at, std::function<void(QueryResult)> done) {
+  // `first`: ahead of the refreshes waiting (the paths a verdict needs, before the counters).
+  void send(Query q, double at, std::function<void(QueryResult)> done, bool first = false) {
     if (q.part == Part::probes) return go(std::move(q), at, probe_timeout, std::move(done), false);
-    waiting.push_back({std::move(q), at, options.refresh_timeout, std::move(done)});
+    Waiting w{std::move(q), at, options.refresh_timeout, std::move(done)};
+    if (first) {
+      waiting.push_front(std::move(w));
+    } else {
+      waiting.push_back(std::move(w));
+    }
     next();
   }
   void next() {
@@ -406,20 +413,26 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     batch->at = at;
     auto n = std::to_string(batches_sent++);
     auto self = shared_from_this();
-    std::weak_ptr<Evaluation> waiting_ev = ev;
-    if (ev && !ev->finished) ++ev->refreshes_left;
+    std::weak_ptr<Evaluation> waiting_ev;  // the evaluation that waits for it, if one does
+    if (ev && !ev->finished) {
+      waiting_ev = ev;
+      ++ev->refreshes_left;
+    }
     for (auto& q :
          {Query{"paths " + n, "ibfabric_path_hop_info" + selector, hop_labels, Part::paths},
           Query{"peers " + n, "ibfabric_path_peer_info" + selector, peer_labels, Part::paths}}) {
-      send(q, at, [self, batch, waiting_ev, name = q.name](QueryResult r) {
-        batch->got[name] = std::move(r);
-        if (--batch->left > 0) return;
-        self->on_batch(*batch);
-        if (auto ev = waiting_ev.lock()) {
-          --ev->refreshes_left;
-          self->maybe_finish(ev);
-        }
-      });
+      send(
+          q, at,
+          [self, batch, waiting_ev, name = q.name](QueryResult r) {
+            batch->got[name] = std::move(r);
+            if (--batch->left > 0) return;
+            self->on_batch(*batch);
+            if (auto ev = waiting_ev.lock()) {
+              --ev->refreshes_left;
+              self->maybe_finish(ev);
+            }
+          },
+          true);
     }
   }
   std::size_t batches_sent = 0;

@@ -214,10 +214,12 @@ class MultiPrometheusTest(unittest.TestCase):
         cls.tmp.cleanup()
 
     def alert_states(self):
-        """Every alert vmalert holds (pending or firing), for failure messages."""
+        """Every alert vmalert holds (pending or firing), and the localizer's log, for failure
+        messages."""
         return "\n".join("%s %s value=%s since %s" % (a["state"], a["labels"], a.get("value"),
                                                       a.get("activeAt"))
-                         for a in self.vmalert.api("alerts")["alerts"] or [])
+                         for a in self.vmalert.api("alerts")["alerts"] or []) + \
+            "\n--- ibfabric-localize:\n" + self.localizer.log()[-3000:]
 
     def test_0_shard_configs_differ_only_in_the_marked_lines(self):
         with open(SHARD_CONFIGS[0]) as f, open(SHARD_CONFIGS[1]) as g:
