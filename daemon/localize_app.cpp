@@ -107,6 +107,8 @@ class Evaluator {
             r.evaluated = true;
           } else {
             ++failures;
+            double step = std::chrono::duration<double>(options_.interval).count();
+            if (last_made_ && at - last_made_->at <= 3 * step + 1e-3) r.kept = last_made_;
           }
           log(r);
           MetricsBuilder out;
@@ -120,6 +122,7 @@ class Evaluator {
           auto snapshot = std::make_shared<Snapshot>();
           snapshot->families = std::move(out).take();
           publish_(std::move(snapshot), r);
+          if (r.evaluated) last_made_ = std::make_shared<const EvaluationReport>(std::move(r));
           then();
         },
         fresh_next_);
@@ -309,6 +312,7 @@ class Evaluator {
   std::set<std::string> invalid_logged_;
   std::array<bool, query::kParts> part_usable_{true, true, true, true, true, true, true};
   std::map<localize::Culprit, double> named_at_;
+  std::shared_ptr<const EvaluationReport> last_made_;  // the last evaluation that made verdicts
 };
 
 }  // namespace

@@ -337,11 +337,21 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
               "A suspect made but not named: evidence it needs is too old to use (lacking); "
               "named again once that evidence is.",
               prometheus::MetricType::Gauge);
-  add_unexplained_pairs(out, r);
-  if (!r.evaluated) return;
-  for (const auto& v : r.verdicts) add_verdict(out, e, v);
-  for (const auto& v : r.withheld) {
-    Labels l = identity(e, v.suspects.front());
+  // The verdicts of this evaluation, or those kept from the last one that made any.
+  const EvaluationReport& made = r.kept ? *r.kept : r;
+  if (made.evaluated) {
+    out.gauge("ibfabric_localize_verdicts_age_seconds",
+              "How old the evidence of the verdicts served is: 0 when the last evaluation made "
+              "them; after a failed one, those of the last that did not fail (kept for up to "
+              "three evaluation intervals).",
+              {}, r.at - made.at);
+  }
+  add_unexplained_pairs(out, made);
+  if (!made.evaluated) return;
+  const auto& m = made.reading.evidence;
+  for (const auto& v : made.verdicts) add_verdict(out, m, v);
+  for (const auto& v : made.withheld) {
+    Labels l = identity(m, v.suspects.front());
     l.emplace_back("cause", v.cause);
     l.emplace_back("lacking", v.lacking);
     out.info("ibfabric_localize_withheld_info", "", l);

@@ -6,6 +6,7 @@
 #include "query/evidence_reader.h"
 
 #include <cstddef>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct EvaluationReport {
   std::size_t waiting = 0;                  // suspects found, not confirmed yet
   // Per pair of reading.evidence: a culprit named in the last 10 minutes explains it.
   std::vector<bool> explained;
+  // An evaluation that failed shortly after one that did not: that one's verdicts (and pairs
+  // no culprit explains) stay published, with their age (a store's hiccup blanks nothing).
+  std::shared_ptr<const EvaluationReport> kept;
 };
 void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& report);
 

@@ -324,6 +324,7 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
   std::map<DaemonKey, double> markers;  // the last marker answer
   double markers_at = -1;               // its evidence time
   double paths_at = -1;                 // the time every daemon's paths were as its marker says
+  double newest_seen = 0;               // the newest probe sample's time, as last seen
 
   LinkId link(const std::vector<std::string>& l, std::size_t at) {
     // l[at..]: node_guid, port, node_name, remote_node_guid, remote_port, remote_node_name,
@@ -578,9 +579,12 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     reading.probes_read = probes_ok;
     auto& probes = reading.parts[static_cast<std::size_t>(Part::probes)];
     probes.usable = reading.probes_read;
+    // The newest probe sample: a store whose ingestion stalled has none within its lookback
+    // (5 minutes for Prometheus) after a while; the last one seen says how old it is then.
     const auto& newest = kept["newest"].series;
-    if (reading.probes_read && !newest.empty()) {
-      reading.newest_sample = newest.front().value;
+    if (reading.probes_read && !newest.empty()) newest_seen = newest.front().value;
+    if (reading.probes_read && newest_seen > 0) {
+      reading.newest_sample = newest_seen;
       probes.age = std::max(0.0, at - reading.newest_sample);
     }
     auto& paths = reading.parts[static_cast<std::size_t>(Part::paths)];

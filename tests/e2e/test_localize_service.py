@@ -128,7 +128,15 @@ class LocalizeServiceTest(unittest.TestCase):
                     self.api.mode = mode
                 down = self.wait(lambda s: self.value(s, "ibfabric_localize_up") == 0,
                                  "no verdict (%s)" % mode)
-                self.assertEqual(find_samples(down, "ibfabric_localize_suspect"), [])
+                if mode == "error":
+                    # A hiccup blanks nothing: the last verdicts stay, with their age, for up
+                    # to three intervals.
+                    self.assertEqual(len(find_samples(down, "ibfabric_localize_suspect")), 1)
+                    self.assertGreaterEqual(
+                        self.value(down, "ibfabric_localize_verdicts_age_seconds"), 1)
+                down = self.wait(lambda s: self.value(s, "ibfabric_localize_up") == 0 and
+                                 not find_samples(s, "ibfabric_localize_suspect"),
+                                 "the kept verdicts gone (%s)" % mode)
                 self.assertGreater(self.value(down, "ibfabric_localize_evaluation_failures_total"),
                                    failures)
                 self.assertIn(reason, self.logtext())
@@ -233,6 +241,14 @@ class LocalizeServiceTest(unittest.TestCase):
                 self.api.query_modes = {}
                 self.wait(lambda s: self.info(s) and self.value(
                     s, "ibfabric_localize_pairs", state="incomplete") == 0, "named again")
+        # A store whose ingestion stalled has, after its lookback, no probe sample at all: the
+        # evidence's age goes on from the newest one seen, it does not vanish.
+        self.api.query_modes = {"max(timestamp(": "empty"}
+        aging = self.wait(lambda s: (self.value(s, "ibfabric_localize_evidence_age_seconds",
+                                                evidence="probes") or 0) >= 4,
+                          "the probe evidence aging from the last sample seen")
+        self.assertEqual(self.value(aging, "ibfabric_localize_up"), 1)  # under --evidence.max-age
+        self.api.query_modes = {}
         log = self.logtext()
         self.assertEqual(log.count('msg="values that are not numbers dropped" query=stalls'), 1)
         self.assertIn('msg="values that are not numbers dropped" query=lost', log)
@@ -266,8 +282,8 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertEqual(self.value(kept, "ibfabric_localize_up"), 1)
         # An answer over --query.max-response-bytes for a probe query: no verdict.
         self.api.query_modes = {"ibfabric_probe_sent_total": "huge"}
-        down = self.wait(lambda s: self.value(s, "ibfabric_localize_up") == 0, "no verdict")
-        self.assertEqual(find_samples(down, "ibfabric_localize_suspect"), [])
+        down = self.wait(lambda s: self.value(s, "ibfabric_localize_up") == 0 and not
+                         find_samples(s, "ibfabric_localize_suspect"), "no verdict")
         self.assertEqual(self.value(down, "ibfabric_localize_store_up"), 0)
         self.assertGreaterEqual(self.value(down, "ibfabric_localize_query_failures_total",
                                            query="sent", reason="too_large"), 1)
@@ -285,8 +301,9 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertIn("connecting to http://127.0.0.1:%d" % port, self.logtext())
         self.api = FakeApi(port=port)
         self.addCleanup(self.api.close)
-        back = self.wait(lambda s: self.info(s), "a verdict once the store is back")
-        self.assertEqual(self.value(back, "ibfabric_localize_store_up"), 1)
+        back = self.wait(lambda s: self.info(s) and self.value(
+            s, "ibfabric_localize_store_up") == 1, "a verdict once the store is back")
+        self.assertEqual(self.value(back, "ibfabric_localize_verdicts_age_seconds"), 0)
 
     def test_credentials_and_tls_from_a_file(self):
         # Prometheus' http_config: a bearer token from a file, re-read for each query (a rotated

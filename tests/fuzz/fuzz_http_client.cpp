@@ -1,7 +1,7 @@
 // Fuzzes ibfabric-localize's HTTP client (query/http_client.h) end to end over loopback TCP:
 // the input is the store's whole answer, raw (status line, headers, body: chunked, short,
 // oversized, not HTTP at all). Any input gives either series or a failure that says what kind,
-// never a crash, a hang past the deadline or both.
+// never a crash, a hang past the deadline or both, and no answer over the body limit is read.
 #include "loopback_store.h"
 #include "query/http_client.h"
 
@@ -27,6 +27,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     bool failed = r.failure != ibfabric::query::QueryResult::Failure::none;
     if (failed == r.error.empty()) std::abort();  // a failure says what, a success nothing
     if (failed && !r.series.empty()) std::abort();
+    if (r.bytes > options.body_limit) std::abort();  // the limit holds however the bytes come
     for (const auto& s : r.series) {
       if (s.labels.size() != 2) std::abort();
     }
