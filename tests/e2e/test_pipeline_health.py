@@ -2,13 +2,14 @@
 own alerts, two replicas on one store).
 
 A real Prometheus (Debian's) evaluates the shipped rules on the test's time scale
-(tests/lib/shipped.py: every `for:` 3 s, windows of minutes as seconds, every second; alerts
-re-sent every second, so that the last alert a stopped Prometheus sent ends 4 s later, its
-endsAt). It scrapes a fake daemon (job `ibfabric`: one host's probe info) and two replicas of
-ibfabric-localize (job `ibfabric-localize`), which read one store of the test's own answering as
-a store whose cable into h3 drops packets (tests/lib/fake_store.py). It sends to a real
-Alertmanager running the shipped configuration (tests/lib/alertmanager.py: the receivers
-pointed at a webhook of the test's own, group_wait 1 s, the heartbeat every 2 s).
+(tests/lib/shipped.py: every `for:` 3 s but the absent() alerts' 30 s, windows of minutes as
+seconds, every second; alerts re-sent every second, so that the last alert a stopped Prometheus
+sent ends 4 s later, its endsAt). It scrapes a fake daemon (job `ibfabric`: one host's probe
+info) and two replicas of ibfabric-localize (job `ibfabric-localize`), which read one store of
+the test's own answering as a store whose cable into h3 drops packets
+(tests/lib/fake_store.py). It sends to a real Alertmanager running the shipped configuration
+(tests/lib/alertmanager.py: the receivers pointed at a webhook of the test's own, group_wait
+1 s, the heartbeat every 2 s).
 
 In order, on one setup:
 1. HA: both replicas name the cable; one chat notification for it (IbfabricSuspectLink). One
@@ -31,6 +32,7 @@ Alertmanager's own clock (each heartbeat is one flush of its groups later).
 
 import http.server
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -76,6 +78,22 @@ class FakeDaemon:
         self.server.server_close()
 
 
+def rules_for_test(directory):
+    """The shipped rules on the test's time scale (shortened_rules), but for the `for:` of the
+    two absent() alerts: 30 s. Shortened to 3 s, they would race Prometheus's first scrape (its
+    service discovery hands the targets over up to 5 s after it starts) and fire at its start."""
+    from shipped import shortened_rules
+    path = shortened_rules(directory)
+    with open(path) as f:
+        text = f.read()
+    text, n = re.subn(r"(- alert: Ibfabric(?:Daemon|Localizer)Absent\n"
+                      r"(?:        .*\n)*?        for: )3s", r"\g<1>30s", text)
+    assert n == 2, n
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
 def names_cable(localizer):
     samples = parse_exposition(localizer.metrics())
     return bool(find_samples(samples, "ibfabric_localize_suspect", **CABLE))
@@ -88,7 +106,6 @@ class PipelineHealthTest(unittest.TestCase):
         from alertmanager import Alertmanager, WebhookReceiver, config_for_test
         from fake_store import FakeApi
         from promserver import Localizer, PromServer
-        from shipped import shortened_rules
         started = time.monotonic()
         cls.tmp = tempfile.TemporaryDirectory(prefix="pipeline-health-")
         cls.webhook = cls.am = cls.store = cls.daemon = cls.prom = None
@@ -98,18 +115,20 @@ class PipelineHealthTest(unittest.TestCase):
             cls.am = Alertmanager(config_for_test(cls.webhook))
             cls.store = FakeApi()
             cls.daemon = FakeDaemon()
-            ports = [free_port(), free_port()]
+            # The localizers first: they read the store, not Prometheus, and are up when it
+            # first scrapes them.
+            for _ in range(2):
+                localizer = Localizer("http://127.0.0.1:%d" % cls.store.port, free_port())
+                cls.localizers.append(localizer)
+                localizer.start()
             cls.prom = PromServer(
                 targets=[cls.daemon.address], job="ibfabric",
-                extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % p for p in ports]},
-                rule_files=[shortened_rules(cls.tmp.name)],
+                extra_jobs={"ibfabric-localize": ["127.0.0.1:%d" % x.port
+                                                  for x in cls.localizers]},
+                rule_files=[rules_for_test(cls.tmp.name)],
                 alertmanagers=["127.0.0.1:%d" % cls.am.port],
                 extra_args=["--rules.alert.resend-delay=%ds" % RESEND_SECONDS])
             cls.prom.start()
-            for port in ports:
-                localizer = Localizer("http://127.0.0.1:%d" % cls.store.port, port)
-                cls.localizers.append(localizer)
-                localizer.start()
             print("setUpClass: %.1f s" % (time.monotonic() - started), file=sys.stderr)
         except BaseException:
             cls.tearDownClass()
@@ -230,7 +249,8 @@ class PipelineHealthTest(unittest.TestCase):
             self.assertEqual((n["receiver"], n["status"]), ("heartbeat", "firing"))
             self.assertEqual([a["labels"]["alertname"] for a in n["alerts"]], ["IbfabricWatchdog"])
         gaps = [b["received_at"] - a["received_at"] for a, b in zip(beats, beats[1:])]
-        self.assertLess(max(gaps), 2 * HEARTBEAT_SECONDS + 1, "a heartbeat every flush")
+        # One every flush; one flush late on a loaded machine at most.
+        self.assertLess(max(gaps), 3 * HEARTBEAT_SECONDS + 1, "heartbeats every flush")
 
         stopped = time.monotonic()
         self.prom.close()
