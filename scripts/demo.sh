@@ -102,7 +102,8 @@ for i in "${!nodes[@]}"; do
 done
 
 # Notifications: the shipped Alertmanager configuration, unchanged but for its two placeholder
-# receivers (the pager and the chat), which go to a logger writing notifications.log.
+# receivers (the pager and the chat), which go to a logger writing notifications.log. The
+# heartbeat (IbfabricWatchdog, every minute) keeps its placeholder: nothing watches the demo.
 setsid python3 "$root/deploy/alertmanager/webhook_logger.py" --listen "127.0.0.1:$webhook_port" \
   --file "$scratch/notifications.log" >webhook_logger.log 2>&1 &
 pids+=($!)

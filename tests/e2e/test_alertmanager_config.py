@@ -2,7 +2,8 @@
 
 1. `amtool check-config` accepts it, and `amtool config routes test` sends every alert of the
    shipped rules to the receiver of its severity (critical: pager, warning: chat, info and no
-   severity: dashboards, which notifies no one); every alert name it refers to exists.
+   severity: dashboards, which notifies no one; IbfabricWatchdog, severity none: heartbeat);
+   every alert name it refers to exists.
 2. A real Alertmanager (Debian's prometheus-alertmanager, one instance, no clustering) runs it,
    with the receiver URLs pointed at a webhook of this test's own and group_wait/group_interval
    shortened (tests/lib/alertmanager.py says exactly what is rewritten). For each fault, the
@@ -11,7 +12,8 @@
    Each fault must give exactly one notification group per culprit, at the receiver of the
    culprit's severity, carrying only the culprit; its symptoms must be held as inhibited. A
    clean fabric on a loaded machine (only the job-wide info IbfabricProbeRttSpikes) notifies
-   no one.
+   no one. IbfabricWatchdog is posted beside every fault: it is one group of its own at the
+   heartbeat receiver, with nothing else in it, and never inhibited.
 
 What the rules themselves keep quiet (the per-pair probe alerts of pairs a named culprit
 explains, the host daemon's IbfabricStuckReceiver where the sweep sees the port) is tested by
@@ -28,7 +30,8 @@ from ibfabric_testlib import require_tools, source_dir
 
 RULES = os.path.join(source_dir(), "dashboards", "alerts", "ibfabric.rules.yml")
 CONFIG = os.path.join(source_dir(), "deploy", "alertmanager", "alertmanager.yml")
-RECEIVER = {"critical": "pager", "warning": "chat", "info": "dashboards"}
+RECEIVER = {"critical": "pager", "warning": "chat", "info": "dashboards", "none": "heartbeat"}
+WATCHDOG = {"alertname": "IbfabricWatchdog", "severity": "none"}
 
 
 def rule_severities():
@@ -59,7 +62,8 @@ class AmtoolTest(unittest.TestCase):
     def test_every_rule_routes_by_its_severity(self):
         severities = rule_severities()
         self.assertGreater(len(severities), 30, "the rules' parser found too few alerts")
-        self.assertEqual(set(severities.values()), {"critical", "warning", "info"})
+        self.assertEqual(set(severities.values()), {"critical", "warning", "info", "none"})
+        self.assertEqual([n for n, s in severities.items() if s == "none"], ["IbfabricWatchdog"])
         for name, severity in sorted(severities.items()):
             with self.subTest(alert=name):
                 out = self.route_test(RECEIVER[severity], {"alertname": name, "severity": severity})
@@ -82,6 +86,15 @@ class AmtoolTest(unittest.TestCase):
                             "job": "ibfabric"}),
             ("dashboards", {"alertname": "IbfabricCongestion", "severity": "info"}),
             ("dashboards", {"alertname": "SomethingElse"}),  # no severity: nobody notified
+            ("heartbeat", WATCHDOG),
+            # The Watchdog by its name, whatever else it carries (an external label, a severity
+            # a site gave it): never to a person.
+            ("heartbeat", dict(WATCHDOG, severity="critical", prometheus="shard-0")),
+            ("dashboards", {"alertname": "Watchdog", "severity": "none"}),  # another's
+            ("chat", {"alertname": "IbfabricLocalizerDown", "severity": "warning",
+                      "job": "ibfabric-localize", "instance": "loc-b:10920"}),
+            ("chat", {"alertname": "IbfabricStoreUnreachable", "severity": "warning",
+                      "job": "ibfabric-localize"}),
         ]
         for receiver, labels in cases:
             with self.subTest(labels=labels):
@@ -231,6 +244,14 @@ SCENARIOS = {
         {"IbfabricCollectorFailing", "IbfabricCollectorStuck"}),
     # Nothing at fault, the machine loaded: only the job-wide spikes alert, which is info.
     "clean loaded machine": ([LOADED_MACHINE], {}, set()),
+    # The store stopped ingesting: the stalled evidence is the event; that it knows no daemon
+    # target either, 15 minutes on, is the same one.
+    "store ingestion stalled": (
+        [{"alertname": "IbfabricStoreIngestionStalled", "severity": "warning",
+          "job": "ibfabric-localize"},
+         {"alertname": "IbfabricDaemonAbsent", "severity": "warning"}],
+        {"chat": [{"IbfabricStoreIngestionStalled"}]},
+        {"IbfabricDaemonAbsent"}),
     # Nothing named yet, a flaky host cable counting errors at both ends: one group (the cable).
     "flaky cable, nothing named": (
         [host_port_alert("IbfabricSymbolErrors", "warning", "localhost:10918", GPU3_CABLE),
@@ -258,26 +279,36 @@ class RealAlertmanagerTest(unittest.TestCase):
         cls.webhook.close()
 
     def run_scenario(self, alerts):
-        """Posts the alerts to a fresh Alertmanager, waits for the groups to settle, returns
-        ({receiver: {groupKey: set of firing alert names}}, Alertmanager's alerts)."""
+        """Posts the alerts and IbfabricWatchdog to a fresh Alertmanager, waits for the groups
+        to settle, checks the Watchdog's group, returns ({receiver: {groupKey: set of firing
+        alert names}} but the heartbeat's, Alertmanager's alerts but the Watchdog)."""
         from alertmanager import Alertmanager, config_for_test
         before = len(self.webhook.received())
+        heartbeats_before = len(self.webhook.received("/heartbeat"))
         am = Alertmanager(config_for_test(self.webhook))
         try:
             out = subprocess.run(["amtool", "check-config", am.config], capture_output=True,
                                  text=True, timeout=60)
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
-            am.post_alerts(alerts)
+            am.post_alerts(alerts + [WATCHDOG])
             time.sleep(SETTLE_SECONDS)
             held = am.alerts()
         finally:
             am.close()
+        [watchdog] = [a for a in held if a["labels"]["alertname"] == WATCHDOG["alertname"]]
+        self.assertEqual(watchdog["status"]["inhibitedBy"], [], "the Watchdog inhibited")
+        held.remove(watchdog)
         groups = {}
         for n in self.webhook.received()[before:]:
             receiver = n["path"].strip("/")
             self.assertEqual(n["receiver"], receiver)
             names = groups.setdefault(receiver, {}).setdefault(n["groupKey"], set())
             names.update(a["labels"]["alertname"] for a in n["alerts"] if a["status"] == "firing")
+        # One group at the heartbeat receiver, the Watchdog alone in it, sent again and again
+        # (every 2 s in the test's copy: its group_wait 0s, then 2, 4, 6 s).
+        heartbeat = groups.pop("heartbeat", {})
+        self.assertEqual(list(heartbeat.values()), [{WATCHDOG["alertname"]}], "heartbeat groups")
+        self.assertGreaterEqual(len(self.webhook.received("/heartbeat")) - heartbeats_before, 2)
         return groups, held
 
     def test_scenarios(self):

@@ -181,11 +181,13 @@ class ManifestsTest(unittest.TestCase):
         for ep in sm["spec"]["endpoints"]:
             self.assertIn(ep["port"], svc_ports)
             self.assertEqual(ep.get("path", "/metrics"), "/metrics")
-        # The job label is the Service's name; the rules select job=~"ibfabric.*".
+        # The job label is the Service's name; the rules select the daemons as
+        # job=~"ibfabric.*",job!~"ibfabric-localize.*".
         self.assertNotIn("jobLabel", sm["spec"])
         self.assertRegex(svc["metadata"]["name"], r"^ibfabric.*$")
+        self.assertNotRegex(svc["metadata"]["name"], r"^ibfabric-localize")
         with open(RULES) as f:
-            self.assertIn('job=~"ibfabric.*"', f.read())
+            self.assertIn('job=~"ibfabric.*",job!~"ibfabric-localize.*"', f.read())
 
     def test_image_containerfile_and_version_agree(self):
         version = project_version()
@@ -253,6 +255,10 @@ class LocalizerManifestsTest(unittest.TestCase):
         (c,) = self.deploy["spec"]["template"]["spec"]["containers"]
         self.assertEqual(port["port"], c["ports"][0]["containerPort"])
         self.assertEqual([e["port"] for e in self.sm["spec"]["endpoints"]], [port["name"]])
+        # Its job is the Service's name, which the localizer's alerts select (job=~"ibfabric-
+        # localize.*"), and which the daemons' alerts leave out.
+        self.assertNotIn("jobLabel", self.sm["spec"])
+        self.assertRegex(self.svc["metadata"]["name"], r"^ibfabric-localize")
 
 
 class PrometheusRuleTest(unittest.TestCase):

@@ -4,9 +4,11 @@ webhook receiver of the test's own that keeps every notification it is sent.
 The shipped deploy/alertmanager/alertmanager.yml is used as it is, with only these rewritten
 (each replacement must happen exactly as often as expected, so a change of the file's shape
 fails loudly instead of testing something else):
-  - the two placeholder receiver URLs -> the test's webhook, /pager and /chat;
-  - group_wait (30s, 2m) -> 1s and group_interval (5m) -> 2s, so that a test takes seconds.
-Routing, grouping, repeat intervals and inhibition are the shipped ones.
+  - the three placeholder receiver URLs -> the test's webhook, /pager, /chat and /heartbeat;
+  - group_wait (30s, 2m) -> 1s and group_interval (5m) -> 2s, so that a test takes seconds;
+  - the heartbeat's group_interval (1m) -> 2s and repeat_interval (50s) -> 1s: a heartbeat
+    (IbfabricWatchdog) every 2 s, as the shipped one every minute (HEARTBEAT_SECONDS).
+Routing, grouping, the other repeat intervals and inhibition are the shipped ones.
 """
 
 import http.server
@@ -26,11 +28,14 @@ from ibfabric_testlib import free_port, source_dir
 SHIPPED = os.path.join(source_dir(), "deploy", "alertmanager", "alertmanager.yml")
 PAGER_URL = "https://pager.invalid/ibfabric"
 CHAT_URL = "https://chat.invalid/ibfabric"
+HEARTBEAT_URL = "https://heartbeat.invalid/ibfabric"
+HEARTBEAT_SECONDS = 2  # the heartbeat receiver's group_interval in the test's copy
 
 
 class WebhookReceiver:
     """Keeps every notification POSTed to it (Alertmanager's webhook JSON, with `path` added:
-    /pager or /chat), in a thread of this process."""
+    /pager, /chat or /heartbeat, and `received_at`: time.monotonic() at its arrival), in a
+    thread of this process."""
 
     def __init__(self):
         self.notifications = []
@@ -42,6 +47,7 @@ class WebhookReceiver:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
                 payload = json.loads(body)
                 payload["path"] = self.path
+                payload["received_at"] = time.monotonic()
                 with owner.lock:
                     owner.notifications.append(payload)
                 self.send_response(200)
@@ -74,8 +80,11 @@ def config_for_test(webhook):
     replacements = [
         (re.escape(PAGER_URL), webhook.url("/pager"), 1),
         (re.escape(CHAT_URL), webhook.url("/chat"), 1),
+        (re.escape(HEARTBEAT_URL), webhook.url("/heartbeat"), 1),
         (r"group_wait: (30s|2m)\b", "group_wait: 1s", 3),
         (r"group_interval: 5m\b", "group_interval: 2s", 1),
+        (r"group_interval: 1m\b", "group_interval: %ds" % HEARTBEAT_SECONDS, 1),
+        (r"repeat_interval: 50s\b", "repeat_interval: 1s", 1),
     ]
     for pattern, new, count in replacements:
         text, n = re.subn(pattern, new, text)

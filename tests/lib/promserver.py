@@ -20,6 +20,10 @@ import urllib.request
 
 from ibfabric_testlib import free_port
 
+# Fires always (dashboards/alerts/ibfabric.rules.yml): the dead man's switch. firing() leaves it
+# out, so that "nothing fires" means nothing but it.
+WATCHDOG = "IbfabricWatchdog"
+
 
 class HttpApiServer:
     """A server process that answers Prometheus's HTTP API (/api/v1/...), started in its own
@@ -107,11 +111,13 @@ class HttpApiServer:
             return data["result"]
         return [data["result"]]
 
-    def firing(self):
-        """{alertname: [labels, ...]} of the alerts firing now."""
+    def firing(self, watchdog=False):
+        """{alertname: [labels, ...]} of the alerts firing now; IbfabricWatchdog, which always
+        fires, only with watchdog=True."""
         out = {}
         for alert in self.api("alerts")["alerts"] or []:  # vmalert: null for none
-            if alert["state"] == "firing":
+            if alert["state"] == "firing" and (watchdog or
+                                               alert["labels"]["alertname"] != WATCHDOG):
                 out.setdefault(alert["labels"]["alertname"], []).append(alert["labels"])
         return out
 
@@ -144,8 +150,9 @@ class PromServer(HttpApiServer):
     name = "prometheus"
 
     def __init__(self, targets=(), rule_files=(), job="ibfabric", interval="1s", config=None,
-                 port=None, extra_jobs=None, alertmanagers=()):
+                 port=None, extra_jobs=None, alertmanagers=(), extra_args=()):
         super().__init__()
+        self.extra_args = list(extra_args)  # flags of its own (--rules.alert.resend-delay=1s)
         self.alertmanagers = list(alertmanagers)  # host:port of Alertmanagers it sends alerts to
         self.targets = list(targets)
         self.want_port = port  # chosen ahead: a localizer started later must know it
@@ -185,7 +192,7 @@ class PromServer(HttpApiServer):
             ["prometheus", "--config.file=" + config_path,
              "--storage.tsdb.path=" + os.path.join(self.workdir, "data"),
              "--web.listen-address=127.0.0.1:%d" % self.port,
-             "--web.enable-lifecycle"])
+             "--web.enable-lifecycle"] + self.extra_args)
 
     def targets_up(self):
         return [t for t in self.api("targets")["activeTargets"] if t["health"] == "up"]
