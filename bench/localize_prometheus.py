@@ -412,13 +412,19 @@ def serve(args):
 
     threading.Thread(target=control, daemon=True).start()
 
+    by_port = {}  # --serve-per-host: listening port -> its host's target
+
     async def handle(reader, writer):
+        own = by_port.get(writer.get_extra_info("sockname")[1])
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 path = head.split(b" ", 2)[1].decode()
                 parts = path.split("/")
-                target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
+                if own is not None:
+                    target = own if path == "/metrics" else None
+                else:
+                    target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
                 if target is None:
                     body, status = b"not found\n", b"404 Not Found"
                     dyn = b""
@@ -440,8 +446,15 @@ def serve(args):
 
     async def main():
         server = await asyncio.start_server(handle, "127.0.0.1", args.serve_port, backlog=4096)
+        ports, per_host = [], []
+        if args.serve_per_host:  # one listening port per host, each its own scrape target
+            for i in range(fabric.n):
+                per_host.append(await asyncio.start_server(handle, "127.0.0.1", 0, backlog=64))
+                ports.append(per_host[-1].sockets[0].getsockname()[1])
+                by_port[ports[-1]] = targets[fabric.name(("h", i))]
         print(json.dumps({"ready": True, "series": series, "build_seconds": time.time() - t0,
-                          "static_bytes": sum(len(t.static) for t in targets.values())}),
+                          "static_bytes": sum(len(t.static) for t in targets.values()),
+                          "ports": ports}),
               flush=True)
         async with server:
             await server.serve_forever()
@@ -961,6 +974,7 @@ def main():
     p.add_argument("--json", help="write the results here")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serve-port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--serve-per-host", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         try:
