@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""End to end at scale: fault localization with a real Prometheus, today's rules or ibfabric-localize.
+"""End to end at scale: fault localization with a real Prometheus (or docs/scaling.md's layout), today's rules or ibfabric-localize.
 
 Simulated daemons serve, one scrape target per host, the series the localization reads, on a
 two-level fat tree (`--hosts-per-leaf` hosts under each leaf, one uplink from every leaf to
@@ -13,6 +13,36 @@ crossing one leaf uplink in one direction (a leaf -> spine direction drawn from 
 those at least the median number of pairs cross, or `--fault-link leaf-03:spine-07`) are lost
 with probability `--fault-loss` (2 %): every probe or answer that crosses it is lost so, drawn
 per probe. The run ends after `--duration` seconds.
+
+Layouts (`--layout`):
+  single  (the default) as above: one Prometheus scrapes every target, evaluates the rules and
+          is what the localizer reads.
+  scale   docs/scaling.md's layout as shipped: two Prometheus servers run
+          deploy/prometheus/shard-0.yml and shard-1.yml (of `--deploy`), both reading one file_sd
+          list of every host and keeping the hosts their `hashmod` shard holds (so each host is
+          served on a port of its own: instance "127.0.0.1:PORT"); both remote-write into one
+          VictoriaMetrics (`--victoria-metrics`) with the flags of
+          deploy/victoria-metrics/victoria-metrics.default; vmalert (`--vmalert`) with the flags
+          of deploy/victoria-metrics/vmalert.service evaluates `--rules` on VictoriaMetrics,
+          keeping its state there (-remoteWrite.url, -remoteRead.url) and notifying a stand-in
+          Alertmanager of this process (this vmalert has no -notifier.blackhole); the localizer
+          reads VictoriaMetrics. Replaced in those files, each replacement asserted to occur
+          exactly once (as tests/integration/test_multi_prometheus.py does): the target file,
+          the remote-write address, the scrape interval (the shipped 15 s; and the 10 s scrape
+          timeout when the interval is shorter), VictoriaMetrics' listen address and storage
+          path (in the workdir), vmalert's -rule, its addresses and listen address; its
+          -evaluationInterval stays 15s (the localization group has its own 10s). Added:
+          `-search.latencyOffset` with `--vm-latency-offset SECONDS` (not given: as shipped,
+          VictoriaMetrics' default 30 s, so the store answers for 30 s ago; the test gives 1s),
+          and the localizer's scrape, which no shipped file has (`--localize-scraped-by`): "one"
+          (the default; docs/scaling.md: "scraped like any target (job ibfabric-localize)", and
+          any target is in exactly one shard) adds a job `--localize-job` to both shard files
+          with the ibfabric job's hashmod keep rule copied from the file, so exactly one server
+          scrapes it; "both" adds the job without the rule (its series twice, differing in the
+          `prometheus` label: the alerts take the max by the culprit); "vm": VictoriaMetrics
+          scrapes it itself (-promscrape.config), as the test does. E.g.
+          bench/localize_prometheus.py --hosts 1024 --layout scale --scrape-interval 15 \\
+              --mode new --localize build/daemon/ibfabric-localize
 
 Modes:
   old   today's rules (the 60 records of the group `ibfabric-localization`), e.g.
@@ -47,17 +77,29 @@ port counts it (the probes alone must name it). All targets are served by one ch
 (asyncio, HTTP/1.1 keep-alive, texts built once, only the counters formatted per scrape).
 
 Measured, polling Prometheus's own /metrics every 2 s, /api/v1/alerts every second and
-/api/v1/rules every 20 s (and, new mode, the localizer's /metrics every 2 s):
+/api/v1/rules every 20 s (and, new mode, the localizer's /metrics every 2 s); layout scale: the
+same of vmalert instead, and every 10 s each shard's /metrics for its remote write:
   - per rule group: evaluation time (prometheus_rule_group_last_duration_seconds, one value per
     evaluation seen) and iterations missed of those scheduled
     (prometheus_rule_group_iterations_{missed_,}total), after `--warmup` seconds (default 60 +
-    the scrape interval: every target's 1-minute windows filled); rule evaluation failures; the slowest rules (/api/v1/rules);
-  - per process started (Prometheus, the generator, the localizer): CPU seconds (utime + stime
+    the scrape interval: every target's 1-minute windows filled); rule evaluation failures;
+    the slowest rules (/api/v1/rules); with vmalert (layout scale):
+    vmalert_iteration_duration_seconds{group} is a summary, so one evaluation's time is the
+    growth of its _sum over its _count's between two polls, the iterations and misses are
+    vmalert_iteration_{,missed_}total, the failures the rules whose
+    vmalert_{alerting,recording}_rules_error was 1 at a poll after the warm-up (layout scale's
+    warm-up adds 5 s of remote write and the latency offset: default 60 + interval + 5 + 30);
+  - per process started (each Prometheus, VictoriaMetrics, vmalert, the generator, the
+    localizer): CPU seconds (utime + stime
     of /proc/<pid>/stat) over the measured window (from the end of the warm-up to the end) and
     the cores that is, RSS (peak of VmRSS sampled every 2 s, and VmHWM); each also per 1,000
     hosts; and how busy the whole machine was (/proc/stat), since others may share it;
   - input series: the samples every scrape of job "ibfabric" returns, summed over the targets,
-    and Prometheus's head series at the end (records included);
+    and each Prometheus's head series at the end (records included); layout scale: each shard's
+    targets and samples, VictoriaMetrics' active series and rows written, whether any target
+    reached it through two servers, which server scraped the localizer, the remote-write lag
+    (newest sample appended minus newest sent), and what the stand-in Alertmanager received;
+  - the warning and error lines of every process's log (<workdir>/<name>.log) during the run;
   - seconds from the fault until IbfabricSuspectLink fires for that cable (by node_guid, port,
     remote_node_guid, remote_port), and every other IbfabricSuspect* alert that fired (bystanders);
   - new mode: the localizer's evaluation duration (`<prefix>evaluation_duration_seconds`: a
@@ -70,6 +112,7 @@ Prints one table row per run (and `--json PATH` writes everything). Everything s
 by PID (also on Ctrl-C / SIGTERM). Standard library only.
 
     bench/localize_prometheus.py --hosts 1024 --mode old|new [--rules FILE] [--localize BINARY]
+        [--layout single|scale] [--vm-latency-offset S] [--localize-scraped-by one|both|vm]
         [--scrape-interval 10] [--duration 300] [--fault-after 120] [--warmup 60+interval]
         [--seed 1] [--fault-loss 0.02]
         [--peers 3] [--hosts-per-leaf 32] [--spines 16] [--workdir DIR] [--keep] [--json PATH]
@@ -558,13 +601,13 @@ class Run:
         return p
 
     def close(self):
+        # One at a time, last started first: the localizer and vmalert go before the store they
+        # query, the shards before the store they write to (no errors logged at the end).
         for name, p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
-        deadline = time.time() + 20
-        for name, p in reversed(self.procs):
             try:
-                p.wait(max(0.1, deadline - time.time()))
+                p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
@@ -715,7 +758,225 @@ def promtool_check(args, conf_path):
         raise SystemExit("promtool check config failed:\n" + check.stdout + check.stderr)
 
 
-LAYOUTS = {"single": SingleLayout}
+class ScaleLayout:
+    """docs/scaling.md's layout as shipped (`--deploy`, default this tree's deploy/): two
+    Prometheus servers run deploy/prometheus/shard-{0,1}.yml, both reading one file_sd list of
+    every host (each host a port of the generator's own, so that `hashmod` of the address splits
+    them) and keeping their shard; both remote-write into one VictoriaMetrics run with the flags
+    of deploy/victoria-metrics/victoria-metrics.default; vmalert, with the flags of
+    deploy/victoria-metrics/vmalert.service, evaluates --rules on VictoriaMetrics, keeps its
+    state there and notifies a stand-in Alertmanager of this process; the localizer reads
+    VictoriaMetrics. Replaced in those files, each replacement asserted to occur exactly once
+    (as tests/integration/test_multi_prometheus.py does): the target file, the remote-write
+    address, the scrape interval (and the scrape timeout, when the interval is shorter),
+    VictoriaMetrics' listen address and storage path, vmalert's rule file, addresses and listen
+    address; added: -search.latencyOffset when --vm-latency-offset is given (VictoriaMetrics'
+    default is 30 s), and the localizer's scrape (--localize-scraped-by): the shipped shard files
+    have no job for it."""
+
+    name = "scale"
+    per_host_ports = True
+    SHARDS = 2
+
+    def __init__(self, args, r, fabric, loc_port):
+        self.args, self.r, self.fabric, self.loc_port = args, r, fabric, loc_port
+        self.vm_port, self.vmalert_port = free_port(), free_port()
+        self.shard_ports = [free_port() for _ in range(self.SHARDS)]
+        self.store_url = "http://127.0.0.1:%d" % self.vm_port
+        self.rules_url = self.group_metrics_url = "http://127.0.0.1:%d" % self.vmalert_port
+        self.group_metrics_kind = "vmalert"
+        self.prometheus = [("prometheus-shard-%d" % i, "http://127.0.0.1:%d" % p)
+                           for i, p in enumerate(self.shard_ports)]
+        self.remote_write = {}  # shard -> {"lag_max": s, ...}
+
+    def shard_config(self, i, targets):
+        """The shipped shard file with the target file, the remote-write address and the scrape
+        interval replaced, and (--localize-scraped-by one|both) a job for the localizer."""
+        args = self.args
+        path = os.path.join(args.deploy, "prometheus", "shard-%d.yml" % i)
+        with open(path) as f:
+            text = f.read()
+        interval = duration_arg(args.scrape_interval)
+        replace = {"scrape_interval: 15s": "scrape_interval: " + interval,
+                   "/etc/prometheus/ibfabric-targets.json": targets,
+                   "http://victoria-metrics:8428/api/v1/write": self.store_url + "/api/v1/write"}
+        if args.scrape_interval < 10:
+            replace["scrape_timeout: 10s"] = "scrape_timeout: " + interval
+        text = substitute(text, replace, path)
+        if self.loc_port and args.localize_scraped_by != "vm":
+            # The ibfabric job's keep rule, copied from the shipped file, keeps the localizer in
+            # exactly one shard, as any target; "both": no rule, both servers scrape it.
+            relabel = substitute(text, {"    relabel_configs:\n": "\0"}, path).split("\0")[1]
+            relabel = "    relabel_configs:\n" + substitute(
+                relabel, {"remote_write:\n": "\0"}, path).split("\0")[0]
+            job = ("  - job_name: %s     # added by the benchmark: no shipped job scrapes it\n"
+                   "    static_configs:\n"
+                   "      - targets: [\"127.0.0.1:%d\"]\n" % (args.localize_job, self.loc_port))
+            if args.localize_scraped_by == "one":
+                job += relabel
+            text = substitute(text, {"\nremote_write:\n": "\n" + job + "remote_write:\n"}, path)
+        return text
+
+    def start(self, gen_port, ports):
+        args, r = self.args, self.r
+        sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+        from victoriametrics import (FakeAlertmanager, flags_from_default_file,
+                                     flags_from_unit, with_flags)
+        targets = os.path.join(r.work, "ibfabric-targets.json")
+        with open(targets, "w") as f:
+            json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports]}], f)
+        add = []
+        if args.vm_latency_offset is not None:
+            add.append("-search.latencyOffset=" + duration_arg(args.vm_latency_offset))
+        if self.loc_port and args.localize_scraped_by == "vm":  # as the test does
+            scrape = os.path.join(r.work, "vm-scrape.yml")
+            with open(scrape, "w") as f:
+                f.write("scrape_configs:\n  - job_name: %s\n    scrape_interval: %s\n"
+                        "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % (
+                            args.localize_job, duration_arg(args.scrape_interval), self.loc_port))
+            add.append("-promscrape.config=" + scrape)
+        vm_flags = flags_from_default_file(os.path.join(args.deploy, "victoria-metrics",
+                                                        "victoria-metrics.default"))
+        vm_argv = [args.victoria_metrics] + with_flags(vm_flags, {
+            "httpListenAddr": "127.0.0.1:%d" % self.vm_port,
+            "storageDataPath": os.path.join(r.work, "victoria-metrics-data")}, add)
+        vm = r.start(vm_argv, "victoria-metrics")
+        r.wait_ready(vm, "victoria-metrics", self.store_url + "/health", 60)
+        self.procs = {"victoria-metrics": vm}
+        self.commands = {"victoria-metrics": " ".join(vm_argv)}
+        shards = []
+        for i in range(self.SHARDS):
+            name = "prometheus-shard-%d" % i
+            conf = os.path.join(r.work, "shard-%d.yml" % i)
+            with open(conf, "w") as f:
+                f.write(self.shard_config(i, targets))
+            promtool_check(args, conf)
+            argv = [args.prometheus, "--config.file=" + conf,
+                    "--storage.tsdb.path=" + os.path.join(r.work, "tsdb-shard-%d" % i),
+                    "--web.listen-address=127.0.0.1:%d" % self.shard_ports[i]]
+            shards.append(r.start(argv, name))
+            self.procs[name] = shards[-1]
+            self.commands[name] = " ".join(argv)
+        self.t_start = time.time()
+        for (name, url), p in zip(self.prometheus, shards):
+            r.wait_ready(p, name, url + "/-/ready", 60)
+        self.alertmanager = FakeAlertmanager()
+        r.closers.append(self.alertmanager.close)
+        unit = flags_from_unit(os.path.join(args.deploy, "victoria-metrics", "vmalert.service"))
+        vmalert_argv = [args.vmalert] + with_flags(unit, {
+            "rule": os.path.abspath(args.rules),
+            "datasource.url": self.store_url,
+            "remoteWrite.url": self.store_url,
+            "remoteRead.url": self.store_url,
+            "notifier.url": self.alertmanager.url(),
+            "httpListenAddr": "127.0.0.1:%d" % self.vmalert_port})
+        vmalert = r.start(vmalert_argv, "vmalert")
+        r.wait_ready(vmalert, "vmalert", self.rules_url + "/health", 60)
+        self.procs["vmalert"] = vmalert
+        self.commands["vmalert"] = " ".join(vmalert_argv)
+        self.next_poll = 0
+
+    def poll(self, now, t_start, errors):
+        """Every 10 s, each shard's remote write: how far the newest sample sent trails the
+        newest appended (prometheus_remote_storage_highest_timestamp_in_seconds -
+        prometheus_remote_storage_queue_highest_sent_timestamp_seconds), failures, retries."""
+        if now < self.next_poll:
+            return
+        self.next_poll = now + 10
+        for name, url in self.prometheus:
+            try:
+                m = {}
+                for n, lab, v in parse_metrics(http_get(url + "/metrics", 10).decode()):
+                    if n.startswith("prometheus_remote_storage_"):
+                        m[n] = m.get(n, 0) + v
+            except (OSError, urllib.error.URLError, ValueError) as e:
+                errors.append("%s /metrics at %.0f s: %s" % (name, now - t_start, e))
+                continue
+            rw = self.remote_write.setdefault(name, {"lag_max": 0, "lag_max_warm": 0})
+            hi = m.get("prometheus_remote_storage_highest_timestamp_in_seconds")
+            sent = m.get("prometheus_remote_storage_queue_highest_sent_timestamp_seconds")
+            if hi and sent:
+                rw["lag_max"] = max(rw["lag_max"], hi - sent)
+                if now >= t_start + self.args.warmup:
+                    rw["lag_max_warm"] = max(rw["lag_max_warm"], hi - sent)
+            for key in ("samples_failed_total", "samples_retried_total", "samples_dropped_total",
+                        "samples_pending", "shards", "samples_total"):
+                if "prometheus_remote_storage_" + key in m:
+                    rw[key] = m["prometheus_remote_storage_" + key]
+
+    def final(self, result, errors):
+        result["layout_commands"] = self.commands
+        result["remote_write"] = self.remote_write
+        q = lambda base, expr: api(base, "/api/v1/query", {"query": expr})["result"]
+        shards = {}
+        for name, url in self.prometheus:
+            s = shards[name] = {}
+            try:
+                for key, expr in (("targets", 'count(up{job="%s"})' % JOB),
+                                  ("targets_up", 'sum(up{job="%s"})' % JOB),
+                                  ("scraped_samples", 'sum(scrape_samples_scraped{job="%s"})' % JOB),
+                                  ("localize_up", 'sum(up{job="%s"})' % self.args.localize_job)):
+                    v = q(url, expr)
+                    s[key] = float(v[0]["value"][1]) if v else None
+            except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+                errors.append("%s final queries: %s" % (name, e))
+        result["shards"] = shards
+        vm = result["victoria_metrics"] = {}
+        try:
+            v = q(self.store_url, 'max(count by (instance) (up{job="%s"}))' % JOB)
+            vm["max_servers_per_target"] = float(v[0]["value"][1]) if v else None
+            vm["localize_scraped_by"] = sorted(
+                x["metric"].get("prometheus", "victoria-metrics itself")
+                for x in q(self.store_url, 'up{job="%s"}' % self.args.localize_job))
+            for n, lab, val in parse_metrics(http_get(self.store_url + "/metrics", 30).decode()):
+                if n == "vm_cache_entries" and lab.get("type") == "storage/hour_metric_ids":
+                    vm["active_series"] = val
+                elif n == "vm_rows_inserted_total" and lab.get("type") == "promremotewrite":
+                    vm["rows_inserted_remote_write"] = val
+                elif n in ("vm_slow_queries_total", "vm_slow_row_inserts_total",
+                           "vm_rows_ignored_total", "vm_http_request_errors_total"):
+                    vm[n] = vm.get(n, 0) + val
+        except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+            errors.append("victoria-metrics final queries: %s" % e)
+        received = {}
+        for a in self.alertmanager.received():
+            n = a.get("labels", {}).get("alertname")
+            received[n] = received.get(n, 0) + 1
+        result["alertmanager_received"] = received
+        lines = []
+        lines.append("shards: %s; VictoriaMetrics: %s active series, %s rows remote-written, "
+                     "a target in at most %s server(s); localizer scraped by %s" % (
+                         "; ".join("%s %s targets (%s up), %s samples a scrape" % (
+                             n, "%.0f" % s["targets"] if s.get("targets") is not None else "?",
+                             "%.0f" % s["targets_up"] if s.get("targets_up") is not None else "?",
+                             "{:,.0f}".format(s["scraped_samples"]) if s.get("scraped_samples") else "?")
+                             for n, s in shards.items()),
+                         "{:,.0f}".format(vm["active_series"]) if vm.get("active_series") else "?",
+                         "{:,.0f}".format(vm["rows_inserted_remote_write"]) if vm.get("rows_inserted_remote_write") else "?",
+                         "%.0f" % vm["max_servers_per_target"] if vm.get("max_servers_per_target") else "?",
+                         ", ".join(vm.get("localize_scraped_by") or []) or "nobody"))
+        lines.append("remote write, newest sample sent behind newest appended (max over the run, "
+                     "after the warm-up): %s; VictoriaMetrics slow queries %s" % (
+                         "; ".join("%s %.1f s, %.1f s (failed %.0f, retried %.0f samples)" % (
+                             n, w["lag_max"], w["lag_max_warm"], w.get("samples_failed_total", 0),
+                             w.get("samples_retried_total", 0)) for n, w in self.remote_write.items()),
+                         "%.0f" % vm.get("vm_slow_queries_total", 0)))
+        lines.append("stand-in Alertmanager received: %s" % (", ".join(
+            "%s x%d" % kv for kv in sorted(received.items())) or "nothing"))
+        result["layout_lines"] = lines
+
+
+def substitute(text, replacements, what):
+    """text with every key of replacements replaced by its value; each key must occur exactly
+    once, so that the shipped file and the benchmark cannot drift apart silently."""
+    for old, new in replacements.items():
+        if text.count(old) != 1:
+            raise SystemExit("%s: %r occurs %d times, expected once" % (what, old, text.count(old)))
+        text = text.replace(old, new)
+    return text
+
+
+LAYOUTS = {"single": SingleLayout, "scale": ScaleLayout}
 
 
 # --- Measuring --------------------------------------------------------------------------------
@@ -847,6 +1108,27 @@ def groups_result(kind, groups, t_start, t_warm):
             "failures": delta("failures") if kind == "prometheus" else len(d["errors"]),
             "failing_rules": sorted(d["errors"]),
             "interval": e.get(names["interval"])}
+    return out
+
+
+LOG_TROUBLE = re.compile(r"level=(error|warn)|\t(error|warn|panic|fatal)\t", re.I)
+
+
+def log_trouble(work, names):
+    """Per process, the warning and error lines its log has so far (count, the first few)."""
+    out = {}
+    for name in names:
+        found = {"count": 0, "first": []}
+        try:
+            with open(os.path.join(work, name + ".log"), errors="replace") as f:
+                for line in f:
+                    if LOG_TROUBLE.search(line) and 'msg="named"' not in line:  # its verdicts
+                        found["count"] += 1
+                        if len(found["first"]) < 3:
+                            found["first"].append(line.strip()[:400])
+        except OSError:
+            pass
+        out[name] = found
     return out
 
 
@@ -1097,6 +1379,7 @@ def measure(args, fabric, want, r, result):
                                  "remote_port": k[4], **v} for k, v in others.items()]
     if loc:
         loc.result(result, args.hosts, r.work)
+    result["log_trouble"] = log_trouble(r.work, list(comp.procs))  # before anything is stopped
     result["errors"] = errors[:20]
     result["workdir"] = r.work
 
@@ -1212,6 +1495,11 @@ def report(res, args):
     if loc_g:
         lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
             "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
+    trouble = {n: t for n, t in (res.get("log_trouble") or {}).items() if t["count"]}
+    lines.append("warnings and errors in the logs during the run: %s" % (", ".join(
+        "%s %d" % (n, t["count"]) for n, t in trouble.items()) or "none"))
+    for n, t in trouble.items():
+        lines.append("  %s, first: %s" % (n, t["first"][0][:300]))
     if res["errors"]:
         lines.append("poll errors: " + "; ".join(res["errors"][:5]))
     print("\n".join(lines), flush=True)
@@ -1249,6 +1537,17 @@ def main():
     p.add_argument("--evaluation-interval", default="10s",
                    help="Prometheus's global evaluation_interval (the localization group sets 10s)")
     p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
+    p.add_argument("--victoria-metrics", default=shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics")
+    p.add_argument("--vmalert", default=shutil.which("vmalert") or "/usr/bin/vmalert")
+    p.add_argument("--deploy", default=os.path.join(REPO, "deploy"),
+                   help="layout scale: the shipped deploy/ files to run")
+    p.add_argument("--vm-latency-offset", type=float,
+                   help="layout scale: VictoriaMetrics' -search.latencyOffset in seconds (default: "
+                        "not given, as shipped: VictoriaMetrics' own 30 s)")
+    p.add_argument("--localize-scraped-by", choices=("one", "both", "vm"), default="one",
+                   help="layout scale, mode new: the shard whose hashmod keeps its address (a job "
+                        "added to both shard files with the ibfabric job's keep rule), both "
+                        "shards, or VictoriaMetrics itself (as the test does)")
     p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     p.add_argument("--workdir", help="keep everything here (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -1271,11 +1570,20 @@ def main():
         p.error("--scrape-interval: at least 1 s")
     if args.warmup is None:
         args.warmup = 60 + args.scrape_interval
+        if args.layout == "scale":  # and until the store shows it: remote write, query offset
+            args.warmup += 5 + (30 if args.vm_latency_offset is None else args.vm_latency_offset)
     if args.fault_after < args.warmup:
         say("note: the fault (--fault-after %.0f) starts before the warm-up ends (%.0f s)" % (
             args.fault_after, args.warmup))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    res = run(args)
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    # Ctrl-C ends everything started, even when started in the background (which ignores SIGINT).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = run(args)
+    except KeyboardInterrupt:
+        say("interrupted: everything started is ended")
+        return 130
     report(res, args)
     if args.json:
         with open(args.json, "w") as f:
