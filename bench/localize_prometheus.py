@@ -1094,15 +1094,17 @@ def poll_groups(kind, text, groups, now, t_warm):
         d["end"] = c
 
 
-def groups_result(kind, groups, t_start, t_warm):
+def groups_result(kind, groups, t_start, t_warm, hosts):
     names = GROUP_COUNTERS[kind]
     out = {}
     for g, d in groups.items():
         w, e = d.get("warm") or {}, d.get("end") or {}
         delta = lambda key: e.get(names[key], 0) - w.get(names[key], 0) if key in names else None
+        # Evaluations that ended after the warm-up (one that started before it counts).
+        durations = summary([v for ts, v in d["durations"].items() if ts + v >= t_warm])
         out[g] = {
-            # Evaluations that ended after the warm-up (one that started before it counts).
-            "durations": summary([v for ts, v in d["durations"].items() if ts + v >= t_warm]),
+            "durations": durations,
+            "max_per_1k_hosts": durations["max"] / (hosts / 1000) if durations else None,
             "timeline": [[round(ts - t_start, 1), round(v, 3)] for ts, v in sorted(d["durations"].items())],
             "iterations": delta("iterations"), "missed": delta("missed"),
             "failures": delta("failures") if kind == "prometheus" else len(d["errors"]),
@@ -1369,7 +1371,8 @@ def measure(args, fabric, want, r, result):
         result["prometheus_vmhwm"] = result["components"]["prometheus"]["vmhwm"]
         result["head_series"] = result["prometheus"][first].get("head_series")
         result["scrape_interval_p99"] = result["prometheus"][first].get("scrape_interval_p99")
-    result["groups"] = groups_result(layout.group_metrics_kind, groups, t_start, t_warm)
+    result["groups"] = groups_result(layout.group_metrics_kind, groups, t_start, t_warm,
+                                     args.hosts)
     result["slowest_rules"] = sorted(([g, n, v] for (g, n), v in rules_slowest.items()),
                                      key=lambda x: -x[2])[:8]
     result["fault_named_after"] = None if first_fire is None else first_fire - fault_epoch
