@@ -1168,7 +1168,8 @@ class Localizer:
         self.snap = self.last = self.names = self.end = None
         self.naming = [(None, False)]  # (seconds after the fault, names the faulty cable) on change
         self.queries = {}  # query -> {"max": run max, "max_warm": after the warm-up, "values": [...]}
-        self.ages = []
+        self.ages = []  # (evaluation, age of the newest probe sample)
+        self.part_ages = {}  # evidence part -> largest age after the warm-up
 
     def poll(self, now, t_warm, fault_epoch):
         pre, want = self.pre, self.want
@@ -1180,8 +1181,17 @@ class Localizer:
                        for n, lab, value in ms)
         if names_it != self.naming[-1][1]:
             self.naming.append((round(now - fault_epoch, 1), names_it))
-        cur = {}
+        cur, probe_age = {}, None
         for n, lab, value in ms:
+            if n == pre + "evidence_age_seconds":
+                # One series, or one per part of the evidence (label evidence): the probes' is
+                # the newest probe sample's age.
+                part = lab.get("evidence")
+                if part in (None, "probes"):
+                    probe_age = value
+                if part and now >= t_warm:
+                    self.part_ages[part] = max(self.part_ages.get(part, 0), value)
+                continue
             if n == pre + "query_duration_seconds":
                 q = self.queries.setdefault(lab.get("query", ""), {"max": 0, "max_warm": 0})
                 q["max"] = max(q["max"], value)
@@ -1194,8 +1204,8 @@ class Localizer:
         if now >= t_warm:
             if dur is not None and evals is not None:
                 self.evals[evals] = dur
-            if pre + "evidence_age_seconds" in cur and evals is not None:
-                self.ages.append((evals, cur[pre + "evidence_age_seconds"]))
+            if probe_age is not None and evals is not None:
+                self.ages.append((evals, probe_age))
             if self.last and pre + "evaluation_duration_seconds_count" in cur:
                 dc = cur[pre + "evaluation_duration_seconds_count"] - \
                     self.last.get(pre + "evaluation_duration_seconds_count", 0)
@@ -1219,6 +1229,7 @@ class Localizer:
         result["localize_query_durations"] = self.queries
         result["localize_evidence_age"] = summary([v for _, v in dict(self.ages).items()]) \
             if self.ages else None
+        result["localize_evidence_part_age_max"] = self.part_ages
         if self.snap and self.end:
             (ta, a), (tb, b) = self.snap, self.end
             ev = b.get(pre + "evaluations_total", 0) - a.get(pre + "evaluations_total", 0)
@@ -1277,6 +1288,7 @@ def measure(args, fabric, want, r, result):
     groups = {}         # rule group -> {"durations": {eval start: seconds}, "warm": ..., "end": ...}
     rules_slowest = {}  # (group, rule) -> max evaluation seconds seen
     first_fire, others, pending_first = None, {}, None
+    seen = {}  # alertname -> {"first", "state", "labelsets"}: every alert, whatever its name
     t_warm = t_start + args.warmup
     next_metrics = next_rules = 0
     errors = []
@@ -1289,6 +1301,11 @@ def measure(args, fabric, want, r, result):
         try:
             for alert in api(layout.rules_url, "/api/v1/alerts", timeout=5)["alerts"] or []:
                 lab = alert["labels"]
+                a = seen.setdefault(lab.get("alertname"), {"first": round(now - t_start, 1),
+                                                           "state": alert["state"], "sets": set()})
+                a["sets"].add(tuple(sorted(lab.items())))
+                if alert["state"] == "firing" and a["state"] != "firing":
+                    a["state"], a["first_firing"] = "firing", round(now - t_start, 1)
                 if lab.get("alertname") not in SUSPECT_ALERTS:
                     continue
                 is_fault = lab["alertname"] == "IbfabricSuspectLink" and \
@@ -1378,6 +1395,9 @@ def measure(args, fabric, want, r, result):
     result["fault_named_after"] = None if first_fire is None else first_fire - fault_epoch
     result["fault_pending_after"] = None if pending_first is None else pending_first - fault_epoch
     result["fault_window"] = t_end - fault_epoch
+    result["alerts_seen"] = {n: {"first": a["first"], "state": a["state"],
+                                 "first_firing": a.get("first_firing", a["first"] if a["state"] == "firing" else None),
+                                 "series": len(a["sets"])} for n, a in seen.items()}
     result["other_suspects"] = [{"alert": k[0], "node": k[1], "port": k[2], "remote": k[3],
                                  "remote_port": k[4], **v} for k, v in others.items()]
     if loc:
@@ -1456,6 +1476,11 @@ def report(res, args):
                  "the end has not added its own)")
     lines.append("slowest rules (largest evaluationTime seen): " + "; ".join(
         "%s %.2f s" % (n, v) for _, n, v in res["slowest_rules"][:5]))
+    lines.append("every alert pending or firing during the run (first seen, s from the start; "
+                 "label sets): %s" % (", ".join(
+                     "%s %s at %.0f s (%d)" % (n, a["state"], a["first_firing"] if a["state"] == "firing"
+                                               else a["first"], a["series"])
+                     for n, a in sorted(res.get("alerts_seen", {}).items())) or "none"))
     lines.append("fault: %s (%d pairs cross it)%s; other IbfabricSuspect* alerts: %s" % (
         res["fault"], res["pairs_crossing_fault"],
         "; pending after %.0f s" % res["fault_pending_after"] if res["fault_pending_after"] is not None else "",
@@ -1490,7 +1515,10 @@ def report(res, args):
         log = res.get("localize_log") or {}
         lines.append("its evidence age after the warm-up: %s; failed evaluations in all: %s; its "
                      "log: %d 'no verdict' line(s)%s; named: %s" % (
-                         fmt_range(res.get("localize_evidence_age"), digits=1),
+                         fmt_range(res.get("localize_evidence_age"), digits=1) + (
+                             " (largest of each part: %s)" % ", ".join(
+                                 "%s %.0f s" % kv for kv in sorted(res["localize_evidence_part_age_max"].items()))
+                             if res.get("localize_evidence_part_age_max") else ""),
                          "%.0f" % res["localize_failures_total"] if res.get("localize_failures_total") is not None else "?",
                          log.get("no_verdict", 0),
                          " (%s)" % "; ".join(log["no_verdict_reasons"]) if log.get("no_verdict_reasons") else "",
