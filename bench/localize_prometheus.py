@@ -1,17 +1,48 @@
 #!/usr/bin/env python3
-"""End to end at scale: fault localization with a real Prometheus, today's rules or ibfabric-localize.
+"""End to end at scale: fault localization with a real Prometheus (or docs/scaling.md's layout), today's rules or ibfabric-localize.
 
 Simulated daemons serve, one scrape target per host, the series the localization reads, on a
 two-level fat tree (`--hosts-per-leaf` hosts under each leaf, one uplink from every leaf to
 every one of `--spines` spines, routed as a subnet manager's linear forwarding tables route it:
 by destination, traffic to another leaf going up through spine (destination index mod spines)).
 Every host probes `--peers` peers drawn from `--seed` over MAD, one probe a second per pair. A
-real Prometheus (Debian's, `--prometheus`) scrapes every host every 10 s (job "ibfabric",
-instance "node-0001:10916", ...) and evaluates `--rules`. After `--fault-after` seconds, packets
+real Prometheus (Debian's, `--prometheus`) scrapes every host every `--scrape-interval` seconds
+(10; the scrape timeout the same, at most 10 s; job "ibfabric", instance "node-0001:10916", ...)
+and evaluates `--rules`. After `--fault-after` seconds, packets
 crossing one leaf uplink in one direction (a leaf -> spine direction drawn from the seed among
 those at least the median number of pairs cross, or `--fault-link leaf-03:spine-07`) are lost
 with probability `--fault-loss` (2 %): every probe or answer that crosses it is lost so, drawn
 per probe. The run ends after `--duration` seconds.
+
+Layouts (`--layout`):
+  single  (the default) as above: one Prometheus scrapes every target, evaluates the rules and
+          is what the localizer reads.
+  scale   docs/scaling.md's layout as shipped: two Prometheus servers run
+          deploy/prometheus/shard-0.yml and shard-1.yml (of `--deploy`), both reading one file_sd
+          list of every host and keeping the hosts their `hashmod` shard holds (so each host is
+          served on a port of its own: instance "127.0.0.1:PORT"); both remote-write into one
+          VictoriaMetrics (`--victoria-metrics`) with the flags of
+          deploy/victoria-metrics/victoria-metrics.default; vmalert (`--vmalert`) with the flags
+          of deploy/victoria-metrics/vmalert.service evaluates `--rules` on VictoriaMetrics,
+          keeping its state there (-remoteWrite.url, -remoteRead.url) and notifying a stand-in
+          Alertmanager of this process (this vmalert has no -notifier.blackhole); the localizer
+          reads VictoriaMetrics. Replaced in those files, each replacement asserted to occur
+          exactly once (as tests/integration/test_multi_prometheus.py does): the target file,
+          the remote-write address, the scrape interval (the shipped 15 s; and the 10 s scrape
+          timeout when the interval is shorter), VictoriaMetrics' listen address and storage
+          path (in the workdir), vmalert's -rule, its addresses and listen address; its
+          -evaluationInterval stays 15s (the localization group has its own 10s). Added:
+          `-search.latencyOffset` with `--vm-latency-offset SECONDS` (not given: as shipped,
+          VictoriaMetrics' default 30 s, so the store answers for 30 s ago; the test gives 1s),
+          and the localizer's scrape, which no shipped file has (`--localize-scraped-by`): "one"
+          (the default; docs/scaling.md: "scraped like any target (job ibfabric-localize)", and
+          any target is in exactly one shard) adds a job `--localize-job` to both shard files
+          with the ibfabric job's hashmod keep rule copied from the file, so exactly one server
+          scrapes it; "both" adds the job without the rule (its series twice, differing in the
+          `prometheus` label: the alerts take the max by the culprit); "vm": VictoriaMetrics
+          scrapes it itself (-promscrape.config), as the test does. E.g.
+          bench/localize_prometheus.py --hosts 1024 --layout scale --scrape-interval 15 \\
+              --mode new --localize build/daemon/ibfabric-localize
 
 Modes:
   old   today's rules (the 60 records of the group `ibfabric-localization`), e.g.
@@ -46,26 +77,44 @@ port counts it (the probes alone must name it). All targets are served by one ch
 (asyncio, HTTP/1.1 keep-alive, texts built once, only the counters formatted per scrape).
 
 Measured, polling Prometheus's own /metrics every 2 s, /api/v1/alerts every second and
-/api/v1/rules every 20 s (and, new mode, the localizer's /metrics every 2 s):
+/api/v1/rules every 20 s (and, new mode, the localizer's /metrics every 2 s); layout scale: the
+same of vmalert instead, and every 10 s each shard's /metrics for its remote write:
   - per rule group: evaluation time (prometheus_rule_group_last_duration_seconds, one value per
     evaluation seen) and iterations missed of those scheduled
-    (prometheus_rule_group_iterations_{missed_,}total), after `--warmup` seconds (the 1-minute
-    windows filled); rule evaluation failures; the slowest rules (/api/v1/rules);
-  - Prometheus RSS (peak of VmRSS sampled, and VmHWM), CPU seconds of Prometheus, the generator
-    and the localizer, and how busy the whole machine was (/proc/stat), since others may share it;
+    (prometheus_rule_group_iterations_{missed_,}total), after `--warmup` seconds (default 60 +
+    the scrape interval: every target's 1-minute windows filled); rule evaluation failures;
+    the slowest rules (/api/v1/rules); with vmalert (layout scale):
+    vmalert_iteration_duration_seconds{group} is a summary, so one evaluation's time is the
+    growth of its _sum over its _count's between two polls, the iterations and misses are
+    vmalert_iteration_{,missed_}total, the failures the rules whose
+    vmalert_{alerting,recording}_rules_error was 1 at a poll after the warm-up (layout scale's
+    warm-up adds 5 s of remote write and the latency offset: default 60 + interval + 5 + 30);
+  - per process started (each Prometheus, VictoriaMetrics, vmalert, the generator, the
+    localizer): CPU seconds (utime + stime
+    of /proc/<pid>/stat) over the measured window (from the end of the warm-up to the end) and
+    the cores that is, RSS (peak of VmRSS sampled every 2 s, and VmHWM); each also per 1,000
+    hosts; and how busy the whole machine was (/proc/stat), since others may share it;
   - input series: the samples every scrape of job "ibfabric" returns, summed over the targets,
-    and Prometheus's head series at the end (records included);
+    and each Prometheus's head series at the end (records included); layout scale: each shard's
+    targets and samples, VictoriaMetrics' active series and rows written, whether any target
+    reached it through two servers, which server scraped the localizer, the remote-write lag
+    (newest sample appended minus newest sent), and what the stand-in Alertmanager received;
+  - the warning and error lines of every process's log (<workdir>/<name>.log) during the run;
   - seconds from the fault until IbfabricSuspectLink fires for that cable (by node_guid, port,
     remote_node_guid, remote_port), and every other IbfabricSuspect* alert that fired (bystanders);
   - new mode: the localizer's evaluation duration (`<prefix>evaluation_duration_seconds`: a
     gauge, one value per evaluation, or a histogram/summary, mean per poll), its evaluations
     (`<prefix>evaluations_total`: per minute, expected 60 / --evaluation-interval) and failures
-    (`<prefix>evaluation_failures_total`), prefix `--localize-metric-prefix`.
+    (`<prefix>evaluation_failures_total`), prefix `--localize-metric-prefix`; the slowest
+    duration of each of its queries (`<prefix>query_duration_seconds{query}`), its evidence age,
+    and its log's `no verdict` lines (the log is <workdir>/localize.log).
 Prints one table row per run (and `--json PATH` writes everything). Everything started is ended
 by PID (also on Ctrl-C / SIGTERM). Standard library only.
 
     bench/localize_prometheus.py --hosts 1024 --mode old|new [--rules FILE] [--localize BINARY]
-        [--duration 300] [--fault-after 120] [--warmup 60] [--seed 1] [--fault-loss 0.02]
+        [--layout single|scale] [--vm-latency-offset S] [--localize-scraped-by one|both|vm]
+        [--scrape-interval 10] [--duration 300] [--fault-after 120] [--warmup 60+interval]
+        [--seed 1] [--fault-loss 0.02]
         [--peers 3] [--hosts-per-leaf 32] [--spines 16] [--workdir DIR] [--keep] [--json PATH]
 """
 import argparse
@@ -412,13 +461,19 @@ def serve(args):
 
     threading.Thread(target=control, daemon=True).start()
 
+    by_port = {}  # --serve-per-host: listening port -> its host's target
+
     async def handle(reader, writer):
+        own = by_port.get(writer.get_extra_info("sockname")[1])
         try:
             while True:
                 head = await reader.readuntil(b"\r\n\r\n")
                 path = head.split(b" ", 2)[1].decode()
                 parts = path.split("/")
-                target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
+                if own is not None:
+                    target = own if path == "/metrics" else None
+                else:
+                    target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
                 if target is None:
                     body, status = b"not found\n", b"404 Not Found"
                     dyn = b""
@@ -440,8 +495,15 @@ def serve(args):
 
     async def main():
         server = await asyncio.start_server(handle, "127.0.0.1", args.serve_port, backlog=4096)
+        ports, per_host = [], []
+        if args.serve_per_host:  # one listening port per host, each its own scrape target
+            for i in range(fabric.n):
+                per_host.append(await asyncio.start_server(handle, "127.0.0.1", 0, backlog=64))
+                ports.append(per_host[-1].sockets[0].getsockname()[1])
+                by_port[ports[-1]] = targets[fabric.name(("h", i))]
         print(json.dumps({"ready": True, "series": series, "build_seconds": time.time() - t0,
-                          "static_bytes": sum(len(t.static) for t in targets.values())}),
+                          "static_bytes": sum(len(t.static) for t in targets.values()),
+                          "ports": ports}),
               flush=True)
         async with server:
             await server.serve_forever()
@@ -522,9 +584,13 @@ def machine_cpu():
 
 
 class Run:
+    """Every process started, in order; ended by PID (SIGTERM, then SIGKILL after 20 s), last
+    started first. Its log is <workdir>/<name>.log."""
+
     def __init__(self, args):
         self.args = args
         self.procs = []
+        self.closers = []  # in-process servers (the stand-in Alertmanager)
         self.work = args.workdir or tempfile.mkdtemp(prefix="localize-e2e-")
         os.makedirs(self.work, exist_ok=True)
 
@@ -535,18 +601,36 @@ class Run:
         return p
 
     def close(self):
+        # One at a time, last started first: the localizer and vmalert go before the store they
+        # query, the shards before the store they write to (no errors logged at the end).
         for name, p in reversed(self.procs):
             if p.poll() is None:
                 p.terminate()
-        deadline = time.time() + 20
-        for name, p in reversed(self.procs):
             try:
-                p.wait(max(0.1, deadline - time.time()))
+                p.wait(20)
             except subprocess.TimeoutExpired:
                 p.kill()
                 p.wait()
+        for close in self.closers:
+            close()
         if not self.args.keep and not self.args.workdir:
             shutil.rmtree(self.work, ignore_errors=True)
+
+    def wait_ready(self, p, name, url, seconds=120):
+        """Until GET url answers 2xx; fails if the process ends first."""
+        deadline = time.time() + seconds
+        while True:
+            try:
+                http_get(url, 2)
+                return
+            except (OSError, urllib.error.URLError):
+                if p.poll() is not None:
+                    raise SystemExit("%s exited (%s): see %s/%s.log" % (name, p.returncode,
+                                                                        self.work, name))
+                if time.time() > deadline:
+                    raise SystemExit("%s not ready after %d s: see %s/%s.log" % (
+                        name, seconds, self.work, name))
+                time.sleep(0.2)
 
 
 def summary(values):
@@ -566,6 +650,11 @@ def fmt_range(s, unit="s", digits=2):
                                                        digits, s["median"], s["n"])
 
 
+def duration_arg(seconds):
+    """A number of seconds as a Prometheus duration: 10s, 2.5s -> 2500ms."""
+    return "%ds" % seconds if seconds == int(seconds) else "%dms" % round(seconds * 1000)
+
+
 def run(args):
     fabric = Fabric(args.hosts, args.hosts_per_leaf, args.spines, args.peers, args.seed)
     if args.fault_link:
@@ -581,9 +670,13 @@ def run(args):
         "uplinks: %s)" % (fabric.n, fabric.leaves, fabric.hpl, fabric.spines, args.peers, args.seed,
                           fabric.link_str(fault), args.fault_loss * 100, args.fault_after,
                           len(crossing), median))
+    say("layout %s, scrape interval %s, warm-up %.0f s" % (
+        args.layout, duration_arg(args.scrape_interval), args.warmup))
     r = Run(args)
     result = {"command": " ".join(sys.argv),
-              "hosts": args.hosts, "mode": args.mode, "seed": args.seed,
+              "hosts": args.hosts, "layout": args.layout, "mode": args.mode, "seed": args.seed,
+              "scrape_interval": args.scrape_interval, "warmup": args.warmup,
+              "duration": args.duration, "fault_after": args.fault_after,
               "fault": fabric.link_str(fault), "pairs_crossing_fault": len(crossing),
               "rules": os.path.abspath(args.rules), "nproc": os.cpu_count(),
               "loadavg_start": open("/proc/loadavg").read().split()[:3]}
@@ -593,7 +686,7 @@ def run(args):
     except (ValueError, OSError):
         pass
     try:
-        measure(args, fabric, fault, want, r, result)
+        measure(args, fabric, want, r, result)
     finally:
         r.close()
         if args.keep or args.workdir:
@@ -601,98 +694,618 @@ def run(args):
     return result
 
 
-def measure(args, fabric, fault, want, r, result):
-    gen_port, prom_port = free_port(), free_port()
+# --- The layouts: what scrapes the targets, evaluates the rules, holds the series -------------
+
+class SingleLayout:
+    """One Prometheus scrapes every host (one generator port, the host in the path, relabeled
+    to instance node-NNNN:10916), evaluates --rules, and is what the localizer reads."""
+
+    name = "single"
+    per_host_ports = False
+
+    def __init__(self, args, r, fabric, loc_port):
+        self.args, self.r, self.fabric, self.loc_port = args, r, fabric, loc_port
+        self.port = free_port()
+        self.store_url = self.rules_url = self.group_metrics_url = \
+            "http://127.0.0.1:%d" % self.port
+        self.group_metrics_kind = "prometheus"
+        self.prometheus = []  # (name, URL) of every Prometheus server
+
+    def start(self, gen_port, ports):
+        args, r = self.args, self.r
+        interval = duration_arg(args.scrape_interval)
+        timeout = duration_arg(min(10, args.scrape_interval))
+        scrape = [{
+            "job_name": JOB, "scrape_interval": interval, "scrape_timeout": timeout,
+            "static_configs": [{"targets": ["%s:%d" % (self.fabric.name(("h", i)), DAEMON_PORT)
+                                            for i in range(self.fabric.n)]}],
+            "relabel_configs": [
+                {"source_labels": ["__address__"], "target_label": "instance"},
+                {"source_labels": ["__address__"], "regex": "([^:]+):.*",
+                 "target_label": "__metrics_path__", "replacement": "/host/$1/metrics"},
+                {"target_label": "__address__", "replacement": "127.0.0.1:%d" % gen_port}],
+        }]
+        if self.loc_port:
+            scrape.append({"job_name": args.localize_job, "scrape_interval": interval,
+                           "scrape_timeout": timeout,
+                           "static_configs": [{"targets": ["127.0.0.1:%d" % self.loc_port]}]})
+        config = {"global": {"scrape_interval": interval, "scrape_timeout": timeout,
+                             "evaluation_interval": args.evaluation_interval},
+                  "rule_files": [os.path.abspath(args.rules)], "scrape_configs": scrape}
+        conf_path = os.path.join(r.work, "prometheus.yml")
+        with open(conf_path, "w") as f:
+            json.dump(config, f, indent=1)  # YAML is a superset of JSON
+        promtool_check(args, conf_path)
+        prom = r.start([args.prometheus, "--config.file=" + conf_path,
+                        "--storage.tsdb.path=" + os.path.join(r.work, "tsdb"),
+                        "--web.listen-address=127.0.0.1:%d" % self.port], "prometheus")
+        self.t_start = time.time()
+        r.wait_ready(prom, "prometheus", self.store_url + "/-/ready", 60)
+        self.procs = {"prometheus": prom}
+        self.prometheus = [("prometheus", self.store_url)]
+
+    def poll(self, now, t_start, errors):
+        pass
+
+    def final(self, result, errors):
+        pass
+
+
+def promtool_check(args, conf_path):
+    check = subprocess.run([args.promtool, "check", "config", conf_path], capture_output=True,
+                           text=True)
+    if check.returncode:
+        raise SystemExit("promtool check config failed:\n" + check.stdout + check.stderr)
+
+
+class ScaleLayout:
+    """docs/scaling.md's layout as shipped (`--deploy`, default this tree's deploy/): two
+    Prometheus servers run deploy/prometheus/shard-{0,1}.yml, both reading one file_sd list of
+    every host (each host a port of the generator's own, so that `hashmod` of the address splits
+    them) and keeping their shard; both remote-write into one VictoriaMetrics run with the flags
+    of deploy/victoria-metrics/victoria-metrics.default; vmalert, with the flags of
+    deploy/victoria-metrics/vmalert.service, evaluates --rules on VictoriaMetrics, keeps its
+    state there and notifies a stand-in Alertmanager of this process; the localizer reads
+    VictoriaMetrics. Replaced in those files, each replacement asserted to occur exactly once
+    (as tests/integration/test_multi_prometheus.py does): the target file, the remote-write
+    address, the scrape interval (and the scrape timeout, when the interval is shorter),
+    VictoriaMetrics' listen address and storage path, vmalert's rule file, addresses and listen
+    address; added: -search.latencyOffset when --vm-latency-offset is given (VictoriaMetrics'
+    default is 30 s), and the localizer's scrape (--localize-scraped-by): the shipped shard files
+    have no job for it."""
+
+    name = "scale"
+    per_host_ports = True
+    SHARDS = 2
+
+    def __init__(self, args, r, fabric, loc_port):
+        self.args, self.r, self.fabric, self.loc_port = args, r, fabric, loc_port
+        self.vm_port, self.vmalert_port = free_port(), free_port()
+        self.shard_ports = [free_port() for _ in range(self.SHARDS)]
+        self.store_url = "http://127.0.0.1:%d" % self.vm_port
+        self.rules_url = self.group_metrics_url = "http://127.0.0.1:%d" % self.vmalert_port
+        self.group_metrics_kind = "vmalert"
+        self.prometheus = [("prometheus-shard-%d" % i, "http://127.0.0.1:%d" % p)
+                           for i, p in enumerate(self.shard_ports)]
+        self.remote_write = {}  # shard -> {"lag_max": s, ...}
+
+    def shard_config(self, i, targets):
+        """The shipped shard file with the target file, the remote-write address and the scrape
+        interval replaced, and (--localize-scraped-by one|both) a job for the localizer."""
+        args = self.args
+        path = os.path.join(args.deploy, "prometheus", "shard-%d.yml" % i)
+        with open(path) as f:
+            text = f.read()
+        interval = duration_arg(args.scrape_interval)
+        replace = {"scrape_interval: 15s": "scrape_interval: " + interval,
+                   "/etc/prometheus/ibfabric-targets.json": targets,
+                   "http://victoria-metrics:8428/api/v1/write": self.store_url + "/api/v1/write"}
+        if args.scrape_interval < 10:
+            replace["scrape_timeout: 10s"] = "scrape_timeout: " + interval
+        text = substitute(text, replace, path)
+        if self.loc_port and args.localize_scraped_by != "vm":
+            # The ibfabric job's keep rule, copied from the shipped file, keeps the localizer in
+            # exactly one shard, as any target; "both": no rule, both servers scrape it.
+            relabel = substitute(text, {"    relabel_configs:\n": "\0"}, path).split("\0")[1]
+            relabel = "    relabel_configs:\n" + substitute(
+                relabel, {"remote_write:\n": "\0"}, path).split("\0")[0]
+            job = ("  - job_name: %s     # added by the benchmark: no shipped job scrapes it\n"
+                   "    static_configs:\n"
+                   "      - targets: [\"127.0.0.1:%d\"]\n" % (args.localize_job, self.loc_port))
+            if args.localize_scraped_by == "one":
+                job += relabel
+            text = substitute(text, {"\nremote_write:\n": "\n" + job + "remote_write:\n"}, path)
+        return text
+
+    def start(self, gen_port, ports):
+        args, r = self.args, self.r
+        sys.path.insert(0, os.path.join(REPO, "tests", "lib"))
+        from victoriametrics import (FakeAlertmanager, flags_from_default_file,
+                                     flags_from_unit, with_flags)
+        targets = os.path.join(r.work, "ibfabric-targets.json")
+        with open(targets, "w") as f:
+            json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports]}], f)
+        add = []
+        if args.vm_latency_offset is not None:
+            add.append("-search.latencyOffset=" + duration_arg(args.vm_latency_offset))
+        if self.loc_port and args.localize_scraped_by == "vm":  # as the test does
+            scrape = os.path.join(r.work, "vm-scrape.yml")
+            with open(scrape, "w") as f:
+                f.write("scrape_configs:\n  - job_name: %s\n    scrape_interval: %s\n"
+                        "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % (
+                            args.localize_job, duration_arg(args.scrape_interval), self.loc_port))
+            add.append("-promscrape.config=" + scrape)
+        vm_flags = flags_from_default_file(os.path.join(args.deploy, "victoria-metrics",
+                                                        "victoria-metrics.default"))
+        vm_argv = [args.victoria_metrics] + with_flags(vm_flags, {
+            "httpListenAddr": "127.0.0.1:%d" % self.vm_port,
+            "storageDataPath": os.path.join(r.work, "victoria-metrics-data")}, add)
+        vm = r.start(vm_argv, "victoria-metrics")
+        r.wait_ready(vm, "victoria-metrics", self.store_url + "/health", 60)
+        self.procs = {"victoria-metrics": vm}
+        self.commands = {"victoria-metrics": " ".join(vm_argv)}
+        shards = []
+        for i in range(self.SHARDS):
+            name = "prometheus-shard-%d" % i
+            conf = os.path.join(r.work, "shard-%d.yml" % i)
+            with open(conf, "w") as f:
+                f.write(self.shard_config(i, targets))
+            promtool_check(args, conf)
+            argv = [args.prometheus, "--config.file=" + conf,
+                    "--storage.tsdb.path=" + os.path.join(r.work, "tsdb-shard-%d" % i),
+                    "--web.listen-address=127.0.0.1:%d" % self.shard_ports[i]]
+            shards.append(r.start(argv, name))
+            self.procs[name] = shards[-1]
+            self.commands[name] = " ".join(argv)
+        self.t_start = time.time()
+        for (name, url), p in zip(self.prometheus, shards):
+            r.wait_ready(p, name, url + "/-/ready", 60)
+        self.alertmanager = FakeAlertmanager()
+        r.closers.append(self.alertmanager.close)
+        unit = flags_from_unit(os.path.join(args.deploy, "victoria-metrics", "vmalert.service"))
+        vmalert_argv = [args.vmalert] + with_flags(unit, {
+            "rule": os.path.abspath(args.rules),
+            "datasource.url": self.store_url,
+            "remoteWrite.url": self.store_url,
+            "remoteRead.url": self.store_url,
+            "notifier.url": self.alertmanager.url(),
+            "httpListenAddr": "127.0.0.1:%d" % self.vmalert_port})
+        vmalert = r.start(vmalert_argv, "vmalert")
+        r.wait_ready(vmalert, "vmalert", self.rules_url + "/health", 60)
+        self.procs["vmalert"] = vmalert
+        self.commands["vmalert"] = " ".join(vmalert_argv)
+        self.next_poll = 0
+
+    def poll(self, now, t_start, errors):
+        """Every 10 s, each shard's remote write: how far the newest sample sent trails the
+        newest appended (prometheus_remote_storage_highest_timestamp_in_seconds -
+        prometheus_remote_storage_queue_highest_sent_timestamp_seconds), failures, retries."""
+        if now < self.next_poll:
+            return
+        self.next_poll = now + 10
+        for name, url in self.prometheus:
+            try:
+                m = {}
+                for n, lab, v in parse_metrics(http_get(url + "/metrics", 10).decode()):
+                    if n.startswith("prometheus_remote_storage_"):
+                        m[n] = m.get(n, 0) + v
+            except (OSError, urllib.error.URLError, ValueError) as e:
+                errors.append("%s /metrics at %.0f s: %s" % (name, now - t_start, e))
+                continue
+            rw = self.remote_write.setdefault(name, {"lag_max": 0, "lag_max_warm": 0})
+            hi = m.get("prometheus_remote_storage_highest_timestamp_in_seconds")
+            sent = m.get("prometheus_remote_storage_queue_highest_sent_timestamp_seconds")
+            if hi and sent:
+                rw["lag_max"] = max(rw["lag_max"], hi - sent)
+                if now >= t_start + self.args.warmup:
+                    rw["lag_max_warm"] = max(rw["lag_max_warm"], hi - sent)
+            for key in ("samples_failed_total", "samples_retried_total", "samples_dropped_total",
+                        "samples_pending", "shards", "samples_total"):
+                if "prometheus_remote_storage_" + key in m:
+                    rw[key] = m["prometheus_remote_storage_" + key]
+
+    def final(self, result, errors):
+        result["layout_commands"] = self.commands
+        result["remote_write"] = self.remote_write
+        q = lambda base, expr: api(base, "/api/v1/query", {"query": expr})["result"]
+        shards = {}
+        for name, url in self.prometheus:
+            s = shards[name] = {}
+            try:
+                for key, expr in (("targets", 'count(up{job="%s"})' % JOB),
+                                  ("targets_up", 'sum(up{job="%s"})' % JOB),
+                                  ("scraped_samples", 'sum(scrape_samples_scraped{job="%s"})' % JOB),
+                                  ("localize_up", 'sum(up{job="%s"})' % self.args.localize_job)):
+                    v = q(url, expr)
+                    s[key] = float(v[0]["value"][1]) if v else None
+            except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+                errors.append("%s final queries: %s" % (name, e))
+        result["shards"] = shards
+        vm = result["victoria_metrics"] = {}
+        try:
+            v = q(self.store_url, 'max(count by (instance) (up{job="%s"}))' % JOB)
+            vm["max_servers_per_target"] = float(v[0]["value"][1]) if v else None
+            vm["localize_scraped_by"] = sorted(
+                x["metric"].get("prometheus", "victoria-metrics itself")
+                for x in q(self.store_url, 'up{job="%s"}' % self.args.localize_job))
+            for n, lab, val in parse_metrics(http_get(self.store_url + "/metrics", 30).decode()):
+                if n == "vm_cache_entries" and lab.get("type") == "storage/hour_metric_ids":
+                    vm["active_series"] = val
+                elif n == "vm_rows_inserted_total" and lab.get("type") == "promremotewrite":
+                    vm["rows_inserted_remote_write"] = val
+                elif n in ("vm_slow_queries_total", "vm_slow_row_inserts_total",
+                           "vm_rows_ignored_total", "vm_http_request_errors_total"):
+                    vm[n] = vm.get(n, 0) + val
+        except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+            errors.append("victoria-metrics final queries: %s" % e)
+        received = {}
+        for a in self.alertmanager.received():
+            n = a.get("labels", {}).get("alertname")
+            received[n] = received.get(n, 0) + 1
+        result["alertmanager_received"] = received
+        lines = []
+        lines.append("shards: %s; VictoriaMetrics: %s active series, %s rows remote-written, "
+                     "a target in at most %s server(s); localizer scraped by %s" % (
+                         "; ".join("%s %s targets (%s up), %s samples a scrape" % (
+                             n, "%.0f" % s["targets"] if s.get("targets") is not None else "?",
+                             "%.0f" % s["targets_up"] if s.get("targets_up") is not None else "?",
+                             "{:,.0f}".format(s["scraped_samples"]) if s.get("scraped_samples") else "?")
+                             for n, s in shards.items()),
+                         "{:,.0f}".format(vm["active_series"]) if vm.get("active_series") else "?",
+                         "{:,.0f}".format(vm["rows_inserted_remote_write"]) if vm.get("rows_inserted_remote_write") else "?",
+                         "%.0f" % vm["max_servers_per_target"] if vm.get("max_servers_per_target") else "?",
+                         ", ".join(vm.get("localize_scraped_by") or []) or "nobody"))
+        lines.append("remote write, newest sample sent behind newest appended (max over the run, "
+                     "after the warm-up): %s; VictoriaMetrics slow queries %s" % (
+                         "; ".join("%s %.1f s, %.1f s (failed %.0f, retried %.0f samples)" % (
+                             n, w["lag_max"], w["lag_max_warm"], w.get("samples_failed_total", 0),
+                             w.get("samples_retried_total", 0)) for n, w in self.remote_write.items()),
+                         "%.0f" % vm.get("vm_slow_queries_total", 0)))
+        lines.append("stand-in Alertmanager received: %s" % (", ".join(
+            "%s x%d" % kv for kv in sorted(received.items())) or "nothing"))
+        result["layout_lines"] = lines
+
+
+def substitute(text, replacements, what):
+    """text with every key of replacements replaced by its value; each key must occur exactly
+    once, so that the shipped file and the benchmark cannot drift apart silently."""
+    for old, new in replacements.items():
+        if text.count(old) != 1:
+            raise SystemExit("%s: %r occurs %d times, expected once" % (what, old, text.count(old)))
+        text = text.replace(old, new)
+    return text
+
+
+LAYOUTS = {"single": SingleLayout, "scale": ScaleLayout}
+
+
+# --- Measuring --------------------------------------------------------------------------------
+
+class Components:
+    """CPU seconds (utime + stime of /proc/<pid>/stat) and memory (VmRSS sampled, VmHWM) of
+    every process started, by name; CPU counted from the end of the warm-up (or from the start,
+    when the run ends before it)."""
+
+    def __init__(self):
+        self.procs = {}
+        self.cpu0, self.cpu_warm, self.rss = {}, None, {}
+        self.t0 = self.t_warm = None
+        self.m0 = self.m_warm = None
+
+    def add(self, name, p):
+        self.procs[name] = p
+        self.cpu0[name] = proc_cpu(p.pid)
+        self.rss[name] = 0
+
+    def begin(self):
+        self.t0, self.m0 = time.time(), machine_cpu()
+
+    def warm(self):
+        self.cpu_warm = {k: proc_cpu(p.pid) for k, p in self.procs.items()}
+        self.t_warm, self.m_warm = time.time(), machine_cpu()
+
+    def sample(self):
+        for k, p in self.procs.items():
+            v = proc_status(p.pid, "VmRSS")
+            if v:
+                self.rss[k] = max(self.rss[k], v)
+
+    def check_alive(self, work):
+        for name, p in self.procs.items():
+            if p.poll() is not None:
+                raise SystemExit("%s exited (%s): see %s/%s.log" % (name, p.returncode, work, name))
+
+    def result(self, hosts):
+        cpu1 = {k: proc_cpu(p.pid) for k, p in self.procs.items()}
+        m1, t1 = machine_cpu(), time.time()
+        base, t_base, m_base = (self.cpu_warm, self.t_warm, self.m_warm) if self.cpu_warm else \
+            (self.cpu0, self.t0, self.m0)
+        span = t1 - t_base
+        k = hosts / 1000
+        out = {}
+        for name, p in self.procs.items():
+            c = {"pid": p.pid, "window": span}
+            if cpu1[name] is not None and base.get(name) is not None:
+                c["cpu_seconds"] = cpu1[name] - base[name]
+                c["cores"] = c["cpu_seconds"] / span
+                c["cores_per_1k_hosts"] = c["cores"] / k
+            c["rss_peak"] = self.rss[name] or None
+            c["vmhwm"] = proc_status(p.pid, "VmHWM")
+            if c["vmhwm"]:
+                c["vmhwm_per_1k_hosts"] = c["vmhwm"] / k
+            out[name] = c
+        busy = 1 - (m1[1] - m_base[1]) / max(1, m1[0] - m_base[0])
+        return out, busy, span
+
+
+GROUP_COUNTERS = {
+    "prometheus": {"iterations": "prometheus_rule_group_iterations_total",
+                   "missed": "prometheus_rule_group_iterations_missed_total",
+                   "failures": "prometheus_rule_evaluation_failures_total",
+                   "interval": "prometheus_rule_group_interval_seconds"},
+    "vmalert": {"iterations": "vmalert_iteration_total",
+                "missed": "vmalert_iteration_missed_total",
+                "interval": "vmalert_iteration_interval_seconds"},
+}
+VMALERT_RULE_ERRORS = ("vmalert_alerting_rules_error", "vmalert_recording_rules_error")
+
+
+def poll_groups(kind, text, groups, now, t_warm):
+    """Per rule group, from the evaluator's own /metrics: the evaluations seen (start time ->
+    seconds) and the counters. Prometheus: each evaluation's start and duration
+    (prometheus_rule_group_last_evaluation_timestamp_seconds, _last_duration_seconds). vmalert:
+    vmalert_iteration_duration_seconds is a summary, so an evaluation's duration is the growth
+    of its _sum over that of its _count between polls (the mean, when two ended between polls);
+    its failures are the rules whose vmalert_{alerting,recording}_rules_error was 1 at a poll."""
+    cur = {}
+    for name, lab, value in parse_metrics(text):
+        if kind == "prometheus":
+            g = lab.get("rule_group", "").rsplit(";", 1)[-1]
+        else:
+            g = lab.get("group", "") if name.startswith("vmalert_") and "quantile" not in lab \
+                else ""
+        if not g:
+            continue
+        c = cur.setdefault(g, {"_errors": set()})
+        if name in VMALERT_RULE_ERRORS:
+            if value > 0:
+                c["_errors"].add(lab.get("alertname") or lab.get("recording") or lab.get("id"))
+        else:
+            c[name] = value
+    for g, c in cur.items():
+        d = groups.setdefault(g, {"durations": {}, "warm": None, "end": None, "errors": set(),
+                                  "prev": None})
+        if kind == "prometheus":
+            ts = c.get("prometheus_rule_group_last_evaluation_timestamp_seconds", 0)
+            if ts > 0 and "prometheus_rule_group_last_duration_seconds" in c:
+                d["durations"][ts] = c["prometheus_rule_group_last_duration_seconds"]
+        else:
+            n = c.get("vmalert_iteration_duration_seconds_count")
+            s = c.get("vmalert_iteration_duration_seconds_sum")
+            if n is not None and s is not None:
+                if d["prev"] and n > d["prev"][0]:
+                    mean = (s - d["prev"][1]) / (n - d["prev"][0])
+                    d["durations"][now - mean] = mean
+                d["prev"] = (n, s)
+        if now >= t_warm:
+            if d["warm"] is None:
+                d["warm"] = c
+            d["errors"] |= c["_errors"]
+        d["end"] = c
+
+
+def groups_result(kind, groups, t_start, t_warm, hosts):
+    names = GROUP_COUNTERS[kind]
+    out = {}
+    for g, d in groups.items():
+        w, e = d.get("warm") or {}, d.get("end") or {}
+        delta = lambda key: e.get(names[key], 0) - w.get(names[key], 0) if key in names else None
+        # Evaluations that ended after the warm-up (one that started before it counts).
+        durations = summary([v for ts, v in d["durations"].items() if ts + v >= t_warm])
+        out[g] = {
+            "durations": durations,
+            "max_per_1k_hosts": durations["max"] / (hosts / 1000) if durations else None,
+            "timeline": [[round(ts - t_start, 1), round(v, 3)] for ts, v in sorted(d["durations"].items())],
+            "iterations": delta("iterations"), "missed": delta("missed"),
+            "failures": delta("failures") if kind == "prometheus" else len(d["errors"]),
+            "failing_rules": sorted(d["errors"]),
+            "interval": e.get(names["interval"])}
+    return out
+
+
+LOG_TROUBLE = re.compile(r"level=(error|warn)|\t(error|warn|panic|fatal)\t", re.I)
+
+
+def log_trouble(work, names):
+    """Per process, the warning and error lines its log has so far (count, the first few)."""
+    out = {}
+    for name in names:
+        found = {"count": 0, "first": []}
+        try:
+            with open(os.path.join(work, name + ".log"), errors="replace") as f:
+                for line in f:
+                    if LOG_TROUBLE.search(line) and 'msg="named"' not in line:  # its verdicts
+                        found["count"] += 1
+                        if len(found["first"]) < 3:
+                            found["first"].append(line.strip()[:400])
+        except OSError:
+            pass
+        out[name] = found
+    return out
+
+
+def localize_log(path):
+    """What the localizer's log says: its 'no verdict' lines (count, first reasons) and the
+    suspects it named."""
+    out = {"no_verdict": 0, "no_verdict_reasons": [], "named": [], "warnings": 0}
+    try:
+        with open(path, errors="replace") as f:
+            for line in f:
+                if "no verdict" in line:
+                    out["no_verdict"] += 1
+                    m = re.search(r'reason="([^"]*)"', line)
+                    reason = m.group(1) if m else line.strip()
+                    if reason not in out["no_verdict_reasons"] and len(out["no_verdict_reasons"]) < 8:
+                        out["no_verdict_reasons"].append(reason[:300])
+                elif 'msg="named"' in line:
+                    m = re.search(r'suspect="([^"]*)"', line)
+                    out["named"].append(m.group(1) if m else line.strip())
+                if "warn" in line.lower() or "error" in line.lower():
+                    out["warnings"] += 1
+    except OSError:
+        pass
+    return out
+
+
+class Localizer:
+    """Polls ibfabric-localize's /metrics: its verdict on the faulty cable, its evaluations,
+    their duration, failures, per-query durations and evidence age."""
+
+    def __init__(self, args, port, want):
+        self.args, self.port, self.want = args, port, want
+        self.pre = args.localize_metric_prefix
+        self.evals, self.means = {}, []
+        self.snap = self.last = self.names = self.end = None
+        self.naming = [(None, False)]  # (seconds after the fault, names the faulty cable) on change
+        self.queries = {}  # query -> {"max": run max, "max_warm": after the warm-up, "values": [...]}
+        self.ages = []  # (evaluation, age of the newest probe sample)
+        self.part_ages = {}  # evidence part -> largest age after the warm-up
+
+    def poll(self, now, t_warm, fault_epoch):
+        pre, want = self.pre, self.want
+        ms = parse_metrics(http_get("http://127.0.0.1:%d/metrics" % self.port, 5).decode())
+        self.names = sorted({n for n, _, _ in ms})
+        # Whether its verdicts name the faulty cable now (ibfabric_localize_suspect).
+        names_it = any(n == "ibfabric_localize_suspect" and lab.get("kind") == "cable" and
+                       all(lab.get(k) == v for k, v in want.items()) and value > 0
+                       for n, lab, value in ms)
+        if names_it != self.naming[-1][1]:
+            self.naming.append((round(now - fault_epoch, 1), names_it))
+        cur, probe_age = {}, None
+        for n, lab, value in ms:
+            if n == pre + "evidence_age_seconds":
+                # One series, or one per part of the evidence (label evidence): the probes' is
+                # the newest probe sample's age.
+                part = lab.get("evidence")
+                if part in (None, "probes"):
+                    probe_age = value
+                if part and now >= t_warm:
+                    self.part_ages[part] = max(self.part_ages.get(part, 0), value)
+                continue
+            if n == pre + "query_duration_seconds":
+                q = self.queries.setdefault(lab.get("query", ""), {"max": 0, "max_warm": 0})
+                q["max"] = max(q["max"], value)
+                if now >= t_warm:
+                    q["max_warm"] = max(q["max_warm"], value)
+            if n.startswith(pre) and not lab.get("le") and not lab.get("quantile"):
+                cur[n] = cur.get(n, 0) + value
+        evals = cur.get(pre + "evaluations_total")
+        dur = cur.get(pre + "evaluation_duration_seconds")
+        if now >= t_warm:
+            if dur is not None and evals is not None:
+                self.evals[evals] = dur
+            if probe_age is not None and evals is not None:
+                self.ages.append((evals, probe_age))
+            if self.last and pre + "evaluation_duration_seconds_count" in cur:
+                dc = cur[pre + "evaluation_duration_seconds_count"] - \
+                    self.last.get(pre + "evaluation_duration_seconds_count", 0)
+                ds = cur.get(pre + "evaluation_duration_seconds_sum", 0) - \
+                    self.last.get(pre + "evaluation_duration_seconds_sum", 0)
+                if dc > 0:
+                    self.means.append(ds / dc)
+            if self.snap is None:
+                self.snap = (now, cur)
+        self.last = cur
+        self.end = (now, cur)
+
+    def result(self, result, hosts, work):
+        pre = self.pre
+        result["localize_metric_names"] = self.names
+        result["localize_naming"] = self.naming[1:]
+        result["localize_durations"] = summary(list(self.evals.values())) or summary(self.means)
+        if result["localize_durations"]:
+            result["localize_duration_max_per_1k_hosts"] = \
+                result["localize_durations"]["max"] / (hosts / 1000)
+        result["localize_query_durations"] = self.queries
+        result["localize_evidence_age"] = summary([v for _, v in dict(self.ages).items()]) \
+            if self.ages else None
+        result["localize_evidence_part_age_max"] = self.part_ages
+        if self.snap and self.end:
+            (ta, a), (tb, b) = self.snap, self.end
+            ev = b.get(pre + "evaluations_total", 0) - a.get(pre + "evaluations_total", 0)
+            result["localize_evaluations"] = ev
+            result["localize_per_minute"] = ev / max(1e-9, tb - ta) * 60
+            result["localize_failures"] = b.get(pre + "evaluation_failures_total", 0) - \
+                a.get(pre + "evaluation_failures_total", 0)
+            result["localize_failures_total"] = b.get(pre + "evaluation_failures_total", 0)
+            result["localize_window"] = tb - ta
+        result["localize_log"] = localize_log(os.path.join(work, "localize.log"))
+
+
+def start_generator(args, r, per_host_ports):
+    gen_port = free_port()
     gen = r.start([sys.executable, os.path.abspath(__file__), "--serve", "--serve-port", str(gen_port),
                    "--hosts", str(args.hosts), "--hosts-per-leaf", str(args.hosts_per_leaf),
                    "--spines", str(args.spines), "--peers", str(args.peers), "--seed", str(args.seed),
                    "--fault-loss", str(args.fault_loss)] +
                   (["--fault-link", args.fault_link] if args.fault_link else []) +
-                  (["--no-sweep"] if args.no_sweep else []),
+                  (["--no-sweep"] if args.no_sweep else []) +
+                  (["--serve-per-host"] if per_host_ports else []),
                   "generator", stdout=subprocess.PIPE, stdin=subprocess.PIPE)
     ready = json.loads(gen.stdout.readline() or "{}")
     if not ready.get("ready"):
         raise SystemExit("the generator did not start: see %s/generator.log" % r.work)
     say("generator: %d series in %d targets built in %.1f s (%.0f MB of static text)" % (
         ready["series"], args.hosts, ready["build_seconds"], ready["static_bytes"] / 1e6))
-    result["served_series"] = ready["series"]
+    return gen, gen_port, ready
 
+
+def measure(args, fabric, want, r, result):
+    gen, gen_port, ready = start_generator(args, r, LAYOUTS[args.layout].per_host_ports)
+    result["served_series"] = ready["series"]
     loc_port = free_port() if args.mode == "new" else None
-    scrape = [{
-        "job_name": JOB, "scrape_interval": "10s", "scrape_timeout": "10s",
-        "static_configs": [{"targets": ["%s:%d" % (fabric.name(("h", i)), DAEMON_PORT)
-                                        for i in range(fabric.n)]}],
-        "relabel_configs": [
-            {"source_labels": ["__address__"], "target_label": "instance"},
-            {"source_labels": ["__address__"], "regex": "([^:]+):.*",
-             "target_label": "__metrics_path__", "replacement": "/host/$1/metrics"},
-            {"target_label": "__address__", "replacement": "127.0.0.1:%d" % gen_port}],
-    }]
-    if loc_port:
-        scrape.append({"job_name": args.localize_job, "scrape_interval": "10s",
-                       "static_configs": [{"targets": ["127.0.0.1:%d" % loc_port]}]})
-    config = {"global": {"scrape_interval": "10s", "scrape_timeout": "10s",
-                         "evaluation_interval": args.evaluation_interval},
-              "rule_files": [os.path.abspath(args.rules)], "scrape_configs": scrape}
-    conf_path = os.path.join(r.work, "prometheus.yml")
-    with open(conf_path, "w") as f:
-        json.dump(config, f, indent=1)  # YAML is a superset of JSON
-    check = subprocess.run([args.promtool, "check", "config", conf_path], capture_output=True,
-                           text=True)
-    if check.returncode:
-        raise SystemExit("promtool check config failed:\n" + check.stdout + check.stderr)
-    prom_url = "http://127.0.0.1:%d" % prom_port
-    prom = r.start([args.prometheus, "--config.file=" + conf_path,
-                    "--storage.tsdb.path=" + os.path.join(r.work, "tsdb"),
-                    "--web.listen-address=127.0.0.1:%d" % prom_port], "prometheus")
-    t_start = time.time()
-    for _ in range(300):
-        try:
-            http_get(prom_url + "/-/ready", 2)
-            break
-        except (OSError, urllib.error.URLError):
-            if prom.poll() is not None:
-                raise SystemExit("prometheus exited: see %s/prometheus.log" % r.work)
-            time.sleep(0.2)
+    layout = LAYOUTS[args.layout](args, r, fabric, loc_port)
+    layout.start(gen_port, ready["ports"])
+    t_start = layout.t_start
     fault_epoch = t_start + args.fault_after
     gen.stdin.write(("fault %.3f\n" % fault_epoch).encode())
     gen.stdin.flush()
+    comp = Components()
+    comp.begin()
+    for name, p in layout.procs.items():
+        comp.add(name, p)
+    comp.add("generator", gen)
     loc = None
     if loc_port:
-        argv = [args.localize, "--prometheus.url=" + prom_url,
+        argv = [args.localize, "--prometheus.url=" + layout.store_url,
                 "--web.listen-address=127.0.0.1:%d" % loc_port,
                 "--evaluation-interval=%s" % args.localize_interval] + args.localize_arg
-        loc = r.start(argv, "localize")
+        comp.add("localize", r.start(argv, "localize"))
         result["localize_command"] = " ".join(argv)
-    procs = {"prometheus": prom, "generator": gen}
-    if loc:
-        procs["localize"] = loc
+        r.wait_ready(comp.procs["localize"], "localize", "http://127.0.0.1:%d/metrics" % loc_port, 30)
+        loc = Localizer(args, loc_port, want)
 
-    groups = {}        # rule group -> {"durations": {eval ts: seconds}, "snap": ..., "end": ...}
+    groups = {}         # rule group -> {"durations": {eval start: seconds}, "warm": ..., "end": ...}
     rules_slowest = {}  # (group, rule) -> max evaluation seconds seen
-    loc_evals = {}     # evaluations_total -> duration (gauge)
-    loc_means = []     # histogram/summary: mean per poll
-    loc_snap, loc_last, loc_names, loc_end = None, None, None, None
-    loc_naming = [(None, False)]  # (seconds after the fault, names the faulty cable) on change
-    rss, first_fire, others, pending_first = [], None, {}, None
-    cpu0 = {k: proc_cpu(p.pid) for k, p in procs.items()}
-    m0 = machine_cpu()
+    first_fire, others, pending_first = None, {}, None
+    seen = {}  # alertname -> {"first", "state", "labelsets"}: every alert, whatever its name
     t_warm = t_start + args.warmup
-    cpu_warm, m_warm = None, None
     next_metrics = next_rules = 0
     errors = []
     end = t_start + args.duration
     while time.time() < end:
         now = time.time()
-        for name, p in procs.items():
-            if p.poll() is not None:
-                raise SystemExit("%s exited (%s): see %s/%s.log" % (name, p.returncode, r.work, name))
-        if cpu_warm is None and now >= t_warm:
-            cpu_warm = {k: proc_cpu(p.pid) for k, p in procs.items()}
-            m_warm = machine_cpu()
+        comp.check_alive(r.work)
+        if comp.cpu_warm is None and now >= t_warm:
+            comp.warm()
         try:
-            for alert in api(prom_url, "/api/v1/alerts", timeout=5)["alerts"]:
+            for alert in api(layout.rules_url, "/api/v1/alerts", timeout=5)["alerts"] or []:
                 lab = alert["labels"]
+                a = seen.setdefault(lab.get("alertname"), {"first": round(now - t_start, 1),
+                                                           "state": alert["state"], "sets": set()})
+                a["sets"].add(tuple(sorted(lab.items())))
+                if alert["state"] == "firing" and a["state"] != "firing":
+                    a["state"], a["first_firing"] = "firing", round(now - t_start, 1)
                 if lab.get("alertname") not in SUSPECT_ALERTS:
                     continue
                 is_fault = lab["alertname"] == "IbfabricSuspectLink" and \
@@ -716,62 +1329,23 @@ def measure(args, fabric, fault, want, r, result):
         if now >= next_metrics:
             next_metrics = now + 2
             try:
-                for name, lab, value in parse_metrics(http_get(prom_url + "/metrics", 10).decode()):
-                    g = lab.get("rule_group", "").rsplit(";", 1)[-1]
-                    if not g:
-                        continue
-                    d = groups.setdefault(g, {"durations": {}, "last": None, "cur": {}, "warm": None})
-                    d["cur"][name] = value
-                for g, d in groups.items():
-                    cur = d["cur"]
-                    ts = cur.get("prometheus_rule_group_last_evaluation_timestamp_seconds", 0)
-                    if ts > 0 and "prometheus_rule_group_last_duration_seconds" in cur:
-                        d["durations"][ts] = cur["prometheus_rule_group_last_duration_seconds"]
-                    if d["warm"] is None and now >= t_warm:
-                        d["warm"] = dict(cur)
-                    d["end"] = dict(cur)
+                poll_groups(layout.group_metrics_kind,
+                            http_get(layout.group_metrics_url + "/metrics", 10).decode(),
+                            groups, now, t_warm)
             except (OSError, urllib.error.URLError, ValueError) as e:
-                errors.append("prometheus /metrics at %.0f s: %s" % (now - t_start, e))
-            v = proc_status(prom.pid, "VmRSS")
-            if v:
-                rss.append(v)
+                errors.append("%s /metrics at %.0f s: %s" % (layout.group_metrics_kind,
+                                                             now - t_start, e))
+            comp.sample()
+            layout.poll(now, t_start, errors)
             if loc:
                 try:
-                    ms = parse_metrics(http_get("http://127.0.0.1:%d/metrics" % loc_port, 5).decode())
-                    pre = args.localize_metric_prefix
-                    loc_names = sorted({n for n, _, _ in ms})
-                    # Whether its verdicts name the faulty cable now (ibfabric_localize_suspect).
-                    names_it = any(n == "ibfabric_localize_suspect" and lab.get("kind") == "cable" and
-                                   all(lab.get(k) == v for k, v in want.items()) and value > 0
-                                   for n, lab, value in ms)
-                    if names_it != loc_naming[-1][1]:
-                        loc_naming.append((round(now - fault_epoch, 1), names_it))
-                    cur = {}
-                    for n, lab, value in ms:
-                        if n.startswith(pre) and not lab.get("le") and not lab.get("quantile"):
-                            cur[n] = cur.get(n, 0) + value
-                    evals = cur.get(pre + "evaluations_total")
-                    dur = cur.get(pre + "evaluation_duration_seconds")
-                    if now >= t_warm:
-                        if dur is not None and evals is not None:
-                            loc_evals[evals] = dur
-                        if loc_last and pre + "evaluation_duration_seconds_count" in cur:
-                            dc = cur[pre + "evaluation_duration_seconds_count"] - \
-                                loc_last.get(pre + "evaluation_duration_seconds_count", 0)
-                            ds = cur.get(pre + "evaluation_duration_seconds_sum", 0) - \
-                                loc_last.get(pre + "evaluation_duration_seconds_sum", 0)
-                            if dc > 0:
-                                loc_means.append(ds / dc)
-                        if loc_snap is None:
-                            loc_snap = (now, cur)
-                    loc_last = cur
-                    loc_end = (now, cur)
+                    loc.poll(now, t_warm, fault_epoch)
                 except (OSError, urllib.error.URLError, ValueError) as e:
                     errors.append("localize /metrics at %.0f s: %s" % (now - t_start, e))
         if now >= next_rules and now >= t_warm:
             next_rules = now + 20
             try:
-                for grp in api(prom_url, "/api/v1/rules", timeout=20)["groups"]:
+                for grp in api(layout.rules_url, "/api/v1/rules", timeout=20)["groups"]:
                     for rule in grp["rules"]:
                         key = (grp["name"], rule.get("name"))
                         rules_slowest[key] = max(rules_slowest.get(key, 0),
@@ -781,70 +1355,54 @@ def measure(args, fabric, fault, want, r, result):
         time.sleep(max(0.0, 1 - (time.time() - now)))
 
     t_end = time.time()
-    cpu1 = {k: proc_cpu(p.pid) for k, p in procs.items()}
-    m1 = machine_cpu()
-    if cpu_warm is None:
-        cpu_warm, m_warm = cpu0, m0
-    span = t_end - t_warm
-    busy = 1 - (m1[1] - m_warm[1]) / max(1, m1[0] - m_warm[0])
-    result["machine_busy_share"] = busy
-    result["cpu_cores"] = {k: (cpu1[k] - cpu_warm[k]) / span for k in procs
-                           if cpu1[k] is not None and cpu_warm[k] is not None}
+    result["components"], result["machine_busy_share"], result["measured_window"] = \
+        comp.result(args.hosts)
+    result["cpu_cores"] = {k: c["cores"] for k, c in result["components"].items() if "cores" in c}
     result["loadavg_end"] = open("/proc/loadavg").read().split()[:3]
     try:
-        q = lambda expr: api(prom_url, "/api/v1/query", {"query": expr})["result"]
+        q = lambda expr: api(layout.store_url, "/api/v1/query", {"query": expr})["result"]
         result["scraped_samples"] = float(q('sum(scrape_samples_scraped{job="%s"})' % JOB)[0]["value"][1])
         result["targets_up"] = float(q('sum(up{job="%s"})' % JOB)[0]["value"][1])
         result["targets_down"] = sorted(x["metric"]["instance"] for x in q('up{job="%s"} == 0' % JOB))
         result["scrape_duration_max"] = float(q('max(max_over_time(scrape_duration_seconds{job="%s"}[2m]))' % JOB)[0]["value"][1])
-        iv = q('prometheus_target_interval_length_seconds{interval="10s",quantile="0.99"}')
-        result["scrape_interval_p99"] = float(iv[0]["value"][1]) if iv else None
     except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
         errors.append("final queries: %s" % e)
-    result["prometheus_rss_peak"] = max(rss) if rss else None
-    result["prometheus_vmhwm"] = proc_status(prom.pid, "VmHWM")
-    gout = {}
-    for g, d in groups.items():
-        w, e = d.get("warm") or {}, d.get("end") or {}
-        it = e.get("prometheus_rule_group_iterations_total", 0) - w.get("prometheus_rule_group_iterations_total", 0)
-        mi = e.get("prometheus_rule_group_iterations_missed_total", 0) - w.get("prometheus_rule_group_iterations_missed_total", 0)
-        fails = e.get("prometheus_rule_evaluation_failures_total", 0) - w.get("prometheus_rule_evaluation_failures_total", 0)
-        # Evaluations that ended after the warm-up (one that started before it counts).
-        gout[g] = {"durations": summary([v for ts, v in d["durations"].items() if ts + v >= t_warm]),
-                   "timeline": [[round(ts - t_start, 1), round(v, 3)] for ts, v in sorted(d["durations"].items())],
-                   "iterations": it,
-                   "missed": mi, "failures": fails,
-                   "interval": e.get("prometheus_rule_group_interval_seconds"),
-                   "head_series": None}
-        if e.get("prometheus_tsdb_head_series"):
-            pass
-    result["groups"] = gout
+    # Each Prometheus server's own: the scrape interval it kept, its head series.
+    result["prometheus"] = {}
+    for name, url in layout.prometheus:
+        pr = result["prometheus"][name] = {}
+        try:
+            for n, lab, v in parse_metrics(http_get(url + "/metrics", 60).decode()):
+                if n == "prometheus_tsdb_head_series":
+                    pr["head_series"] = v
+                elif n == "prometheus_target_interval_length_seconds" and \
+                        lab.get("quantile") == "0.99" and \
+                        lab.get("interval") == duration_arg(args.scrape_interval):
+                    pr["scrape_interval_p99"] = v
+        except (OSError, urllib.error.URLError, ValueError) as e:
+            errors.append("%s final queries: %s" % (name, e))
+    layout.final(result, errors)
+    first = layout.prometheus[0][0] if layout.prometheus else None
+    if args.layout == "single":  # the keys of the earlier runs' JSON
+        result["prometheus_rss_peak"] = result["components"]["prometheus"]["rss_peak"]
+        result["prometheus_vmhwm"] = result["components"]["prometheus"]["vmhwm"]
+        result["head_series"] = result["prometheus"][first].get("head_series")
+        result["scrape_interval_p99"] = result["prometheus"][first].get("scrape_interval_p99")
+    result["groups"] = groups_result(layout.group_metrics_kind, groups, t_start, t_warm,
+                                     args.hosts)
     result["slowest_rules"] = sorted(([g, n, v] for (g, n), v in rules_slowest.items()),
                                      key=lambda x: -x[2])[:8]
-    try:
-        pm = {n: v for n, lab, v in parse_metrics(http_get(prom_url + "/metrics", 60).decode())
-              if not lab}
-        result["head_series"] = pm.get("prometheus_tsdb_head_series")
-    except (OSError, urllib.error.URLError, ValueError):
-        pass
     result["fault_named_after"] = None if first_fire is None else first_fire - fault_epoch
     result["fault_pending_after"] = None if pending_first is None else pending_first - fault_epoch
     result["fault_window"] = t_end - fault_epoch
+    result["alerts_seen"] = {n: {"first": a["first"], "state": a["state"],
+                                 "first_firing": a.get("first_firing", a["first"] if a["state"] == "firing" else None),
+                                 "series": len(a["sets"])} for n, a in seen.items()}
     result["other_suspects"] = [{"alert": k[0], "node": k[1], "port": k[2], "remote": k[3],
                                  "remote_port": k[4], **v} for k, v in others.items()]
     if loc:
-        pre = args.localize_metric_prefix
-        result["localize_metric_names"] = loc_names
-        result["localize_naming"] = loc_naming[1:]
-        result["localize_durations"] = summary(list(loc_evals.values())) or summary(loc_means)
-        if loc_snap and loc_end:
-            (ta, a), (tb, b) = loc_snap, loc_end
-            ev = b.get(pre + "evaluations_total", 0) - a.get(pre + "evaluations_total", 0)
-            result["localize_evaluations"] = ev
-            result["localize_per_minute"] = ev / max(1e-9, tb - ta) * 60
-            result["localize_failures"] = b.get(pre + "evaluation_failures_total", 0) - \
-                a.get(pre + "evaluation_failures_total", 0)
-            result["localize_window"] = tb - ta
+        loc.result(result, args.hosts, r.work)
+    result["log_trouble"] = log_trouble(r.work, list(comp.procs))  # before anything is stopped
     result["errors"] = errors[:20]
     result["workdir"] = r.work
 
@@ -853,18 +1411,23 @@ def say(text):
     print(text, file=sys.stderr, flush=True)
 
 
+def mb(v):
+    return "%.0f MB" % (v / 1e6) if v else "?"
+
+
 def report(res, args):
     g = res["groups"]
     loc_g = g.get(LOCALIZATION_GROUP)
+    k = res["hosts"] / 1000
     lines = ["", "command: " + res["command"]]
     named = res["fault_named_after"]
     named_s = "%.0f s" % named if named is not None else \
         "not within the run (%.0f s after the fault)" % res["fault_window"]
-    rss = res.get("prometheus_rss_peak")
-    cores = ", ".join("%s %.2f" % kv for kv in sorted(res["cpu_cores"].items()))
-    header = ("| hosts | mode | input series (scraped) | `ibfabric-localization` evaluation | "
-              "iterations missed | all rule groups: missed | Prometheus RSS (peak) | "
-              "cable named after the fault |")
+    comps = res["components"]
+    evaluator = "Prometheus" if res["layout"] == "single" else "vmalert"
+    header = ("| hosts | layout | mode | scrape | input series (scraped) | `ibfabric-localization` "
+              "evaluation (%s) | iterations missed | all rule groups: missed | RSS peak | "
+              "cable named after the fault |" % evaluator)
     all_missed = "%d of %d" % (sum(d["missed"] for d in g.values()),
                                sum(d["iterations"] for d in g.values()))
     if loc_g:
@@ -873,47 +1436,72 @@ def report(res, args):
         missed_s = "%d of %d" % (loc_g["missed"], loc_g["iterations"])
     else:
         group_s, missed_s = "no such group", "-"
-    row = "| %s | %s | %s | %s | %s | %s | %s | %s |" % (
-        "{:,}".format(res["hosts"]), res["mode"],
+    rss_s = " / ".join("%s %s" % (n, mb(c.get("rss_peak"))) for n, c in comps.items()
+                       if n not in ("generator", "localize"))
+    row = "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        "{:,}".format(res["hosts"]), res["layout"], res["mode"],
+        duration_arg(res["scrape_interval"]),
         "{:,.0f}".format(res.get("scraped_samples") or 0), group_s, missed_s, all_missed,
-        "%.0f MB" % (rss / 1e6) if rss else "?", named_s)
+        rss_s, named_s)
     if res["mode"] == "new":
         header += " localizer evaluation | evaluations a minute | failures |"
         row += " %s | %s | %s |" % (fmt_range(res.get("localize_durations")),
                                     "%.1f" % res["localize_per_minute"] if res.get("localize_per_minute") is not None else "?",
                                     "%.0f" % res["localize_failures"] if res.get("localize_failures") is not None else "?")
     lines += [header, "|" + "---|" * (header.count("|") - 1), row, ""]
-    worst = max(((n, d) for n, d in g.items() if d["iterations"]), key=lambda x: x[1]["missed"],
-                default=None)
-    lines.append("every rule group after the %d s warm-up (time of the evaluations that ended after "
-                 "it; iterations missed of scheduled; failures):" % args.warmup)
+    lines.append("per component over the %.0f s after the warm-up (CPU: utime+stime of "
+                 "/proc/<pid>/stat; RSS: VmRSS sampled every 2 s, VmHWM at the end; per 1,000 "
+                 "hosts: divided by %.3g):" % (res["measured_window"], k))
+    lines.append("  %-20s %9s %7s %13s %10s %10s %15s" % (
+        "component", "CPU s", "cores", "cores/1k", "RSS peak", "VmHWM", "VmHWM/1k"))
+    for n, c in comps.items():
+        lines.append("  %-20s %9s %7s %13s %10s %10s %15s" % (
+            n, "%.1f" % c["cpu_seconds"] if "cpu_seconds" in c else "?",
+            "%.3f" % c["cores"] if "cores" in c else "?",
+            "%.4f" % c["cores_per_1k_hosts"] if "cores_per_1k_hosts" in c else "?",
+            mb(c.get("rss_peak")), mb(c.get("vmhwm")), mb(c.get("vmhwm_per_1k_hosts"))))
+    lines.append("every rule group (%s) after the %d s warm-up (time of the evaluations that "
+                 "ended after it, and per 1,000 hosts the slowest; iterations missed of "
+                 "scheduled; failures%s):" % (
+                     evaluator, args.warmup,
+                     "" if res["layout"] == "single" else ": rules seen in error"))
     for n, d in sorted(g.items()):
-        lines.append("  %-24s %s; %d of %d missed; %d failed; %d evaluations ended in the %.0f s "
+        lines.append("  %-24s %s%s; %d of %d missed; %d failed; %d evaluations ended in the %.0f s "
                      "(%.0f due)" % (
             n, fmt_range(d["durations"]) if d["timeline"] else "no evaluation finished",
+            " (max %.3f s/1k hosts)" % (d["durations"]["max"] / k) if d["durations"] else "",
             d["missed"], d["iterations"], d["failures"], (d["durations"] or {}).get("n", 0),
             args.duration - args.warmup, (args.duration - args.warmup) / (d["interval"] or 10)))
     lines.append("  (a missed iteration is counted when the next one starts: one still running at "
                  "the end has not added its own)")
     lines.append("slowest rules (largest evaluationTime seen): " + "; ".join(
         "%s %.2f s" % (n, v) for _, n, v in res["slowest_rules"][:5]))
+    lines.append("every alert pending or firing during the run (first seen, s from the start; "
+                 "label sets): %s" % (", ".join(
+                     "%s %s at %.0f s (%d)" % (n, a["state"], a["first_firing"] if a["state"] == "firing"
+                                               else a["first"], a["series"])
+                     for n, a in sorted(res.get("alerts_seen", {}).items())) or "none"))
     lines.append("fault: %s (%d pairs cross it)%s; other IbfabricSuspect* alerts: %s" % (
         res["fault"], res["pairs_crossing_fault"],
         "; pending after %.0f s" % res["fault_pending_after"] if res["fault_pending_after"] is not None else "",
         ", ".join("%s %s%s at %.0f s" % (o["alert"], o["node"], " port %s <-> %s port %s" % (
             o["port"], o["remote"], o["remote_port"]) if o["remote"] else "", o["first"])
             for o in res["other_suspects"]) or "none"))
-    lines.append("served series %s, head series at the end %s (records included), targets up %s, "
-                 "slowest scrape %.2f s" % ("{:,}".format(res["served_series"]),
-                                            "{:,.0f}".format(res["head_series"]) if res.get("head_series") else "?",
-                                            "%.0f%s" % (res.get("targets_up", 0), " (down: %s)" % ", ".join(
-                                                res["targets_down"][:5]) if res.get("targets_down") else ""),
-                                            res.get("scrape_duration_max") or 0))
-    lines.append("machine (%d cores, shared): %.0f %% busy after the warm-up; cores used: %s; "
-                 "load average %s -> %s; Prometheus VmHWM %.0f MB" % (
-                     res["nproc"], 100 * res["machine_busy_share"], cores,
-                     "/".join(res["loadavg_start"]), "/".join(res["loadavg_end"]),
-                     (res.get("prometheus_vmhwm") or 0) / 1e6))
+    heads = ", ".join("%s %s" % (n, "{:,.0f}".format(p["head_series"]) if p.get("head_series") else "?")
+                      for n, p in res["prometheus"].items())
+    ivs = ", ".join("%s %s" % (n, "%.2f s" % p["scrape_interval_p99"] if p.get("scrape_interval_p99") else "?")
+                    for n, p in res["prometheus"].items())
+    lines.append("served series %s, head series at the end: %s (records included), targets up %s, "
+                 "slowest scrape %.2f s, scrape interval p99: %s" % (
+                     "{:,}".format(res["served_series"]), heads,
+                     "%.0f%s" % (res.get("targets_up", 0), " (down: %s)" % ", ".join(
+                         res["targets_down"][:5]) if res.get("targets_down") else ""),
+                     res.get("scrape_duration_max") or 0, ivs))
+    for line in res.get("layout_lines", []):
+        lines.append(line)
+    lines.append("machine (%d cores, shared): %.0f %% busy after the warm-up; load average %s -> %s" % (
+        res["nproc"], 100 * res["machine_busy_share"],
+        "/".join(res["loadavg_start"]), "/".join(res["loadavg_end"])))
     if res["mode"] == "new":
         lines.append("localizer: %s; its metrics: %s" % (res.get("localize_command"),
                                                          ", ".join(res.get("localize_metric_names") or [])))
@@ -921,9 +1509,28 @@ def report(res, args):
                      "seconds after the fault): %s" % ("; ".join(
                          "%s at %.0f s" % ("named" if on else "not named", t)
                          for t, on in res.get("localize_naming") or []) or "never named"))
+        lines.append("its queries, slowest single duration over the run (after the warm-up): %s" % (
+            ", ".join("%s %.2f s (%.2f s)" % (q, v["max"], v["max_warm"]) for q, v in
+                      sorted((res.get("localize_query_durations") or {}).items())) or "none"))
+        log = res.get("localize_log") or {}
+        lines.append("its evidence age after the warm-up: %s; failed evaluations in all: %s; its "
+                     "log: %d 'no verdict' line(s)%s; named: %s" % (
+                         fmt_range(res.get("localize_evidence_age"), digits=1) + (
+                             " (largest of each part: %s)" % ", ".join(
+                                 "%s %.0f s" % kv for kv in sorted(res["localize_evidence_part_age_max"].items()))
+                             if res.get("localize_evidence_part_age_max") else ""),
+                         "%.0f" % res["localize_failures_total"] if res.get("localize_failures_total") is not None else "?",
+                         log.get("no_verdict", 0),
+                         " (%s)" % "; ".join(log["no_verdict_reasons"]) if log.get("no_verdict_reasons") else "",
+                         ", ".join(log.get("named") or []) or "nothing"))
     if loc_g:
         lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
             "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
+    trouble = {n: t for n, t in (res.get("log_trouble") or {}).items() if t["count"]}
+    lines.append("warnings and errors in the logs during the run: %s" % (", ".join(
+        "%s %d" % (n, t["count"]) for n, t in trouble.items()) or "none"))
+    for n, t in trouble.items():
+        lines.append("  %s, first: %s" % (n, t["first"][0][:300]))
     if res["errors"]:
         lines.append("poll errors: " + "; ".join(res["errors"][:5]))
     print("\n".join(lines), flush=True)
@@ -933,6 +1540,7 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--hosts", type=int, default=1024)
+    p.add_argument("--layout", choices=sorted(LAYOUTS), default="single")
     p.add_argument("--mode", choices=("old", "new"), default="old")
     p.add_argument("--rules", default=os.path.join(REPO, "dashboards", "alerts", "ibfabric.rules.yml"))
     p.add_argument("--localize", help="the ibfabric-localize binary (mode new)")
@@ -941,10 +1549,15 @@ def main():
     p.add_argument("--localize-interval", default="10s")
     p.add_argument("--localize-job", default="ibfabric-localize")
     p.add_argument("--localize-metric-prefix", default="ibfabric_localize_")
+    p.add_argument("--scrape-interval", type=float, default=10,
+                   help="seconds between scrapes of every target (scrape timeout: the same, at "
+                        "most 10 s)")
     p.add_argument("--duration", type=float, default=300, help="seconds from Prometheus's start")
     p.add_argument("--fault-after", type=float, default=120)
-    p.add_argument("--warmup", type=float, default=60,
-                   help="seconds before the evaluation times and misses count")
+    p.add_argument("--warmup", type=float,
+                   help="seconds before the evaluation times, misses and CPU count (default: 60 "
+                        "+ the scrape interval, when every target's 1-minute windows hold a "
+                        "minute)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--peers", type=int, default=3)
     p.add_argument("--hosts-per-leaf", type=int, default=32)
@@ -955,12 +1568,24 @@ def main():
     p.add_argument("--evaluation-interval", default="10s",
                    help="Prometheus's global evaluation_interval (the localization group sets 10s)")
     p.add_argument("--prometheus", default=shutil.which("prometheus") or "/usr/bin/prometheus")
+    p.add_argument("--victoria-metrics", default=shutil.which("victoria-metrics") or "/usr/bin/victoria-metrics")
+    p.add_argument("--vmalert", default=shutil.which("vmalert") or "/usr/bin/vmalert")
+    p.add_argument("--deploy", default=os.path.join(REPO, "deploy"),
+                   help="layout scale: the shipped deploy/ files to run")
+    p.add_argument("--vm-latency-offset", type=float,
+                   help="layout scale: VictoriaMetrics' -search.latencyOffset in seconds (default: "
+                        "not given, as shipped: VictoriaMetrics' own 30 s)")
+    p.add_argument("--localize-scraped-by", choices=("one", "both", "vm"), default="one",
+                   help="layout scale, mode new: the shard whose hashmod keeps its address (a job "
+                        "added to both shard files with the ibfabric job's keep rule), both "
+                        "shards, or VictoriaMetrics itself (as the test does)")
     p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     p.add_argument("--workdir", help="keep everything here (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
     p.add_argument("--json", help="write the results here")
     p.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--serve-port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--serve-per-host", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.serve:
         try:
@@ -972,8 +1597,24 @@ def main():
         return 0
     if args.mode == "new" and not args.localize:
         p.error("--mode new needs --localize BINARY")
+    if args.scrape_interval < 1:
+        p.error("--scrape-interval: at least 1 s")
+    if args.warmup is None:
+        args.warmup = 60 + args.scrape_interval
+        if args.layout == "scale":  # and until the store shows it: remote write, query offset
+            args.warmup += 5 + (30 if args.vm_latency_offset is None else args.vm_latency_offset)
+    if args.fault_after < args.warmup:
+        say("note: the fault (--fault-after %.0f) starts before the warm-up ends (%.0f s)" % (
+            args.fault_after, args.warmup))
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    res = run(args)
+    signal.signal(signal.SIGHUP, lambda *_: sys.exit(129))
+    # Ctrl-C ends everything started, even when started in the background (which ignores SIGINT).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        res = run(args)
+    except KeyboardInterrupt:
+        say("interrupted: everything started is ended")
+        return 130
     report(res, args)
     if args.json:
         with open(args.json, "w") as f:
