@@ -10,6 +10,7 @@ Run: python3 dashboards/generate.py
 
 import json
 import os
+import re
 import sys
 
 SCHEMA_VERSION = 39  # Grafana 11
@@ -18,6 +19,24 @@ DS = {"type": "prometheus", "uid": "${datasource}"}
 # Every selector carries these two matchers.
 SEL = 'job=~"$job",instance=~"$instance"'
 RI = "$__rate_interval"
+RULES = os.path.join(HERE, "alerts", "ibfabric.rules.yml")
+
+
+def read_rules():
+    """The alert names of the shipped rules, and the one base of their runbook_url links (what
+    alerts/set_runbook_url.py sets): the dashboards link to the same copy of docs/runbook.md."""
+    with open(RULES) as f:
+        text = f.read()
+    names = set(re.findall(r"^\s*- alert: (\w+)\s*$", text, re.M))
+    bases = set(re.findall(r"^\s*runbook_url: '?([^'#\s]*)#\w+'?\s*$", text, re.M))
+    if len(bases) != 1:
+        sys.exit("%s: the runbook links use %d bases, not one: %s" % (RULES, len(bases), bases))
+    return names, bases.pop()
+
+
+ALERT_NAMES, RUNBOOK = read_rules()
+# The landing board: the first one the person paged opens.
+ONCALL_UID = "ibfabric-oncall"
 
 
 def variables(instance_multi=True, extra=()):
@@ -121,14 +140,16 @@ def timeseries(title, description, unit, *targets, **options):
     return panel("timeseries", title, description, unit, list(targets), **options)
 
 
-def stat(title, description, unit, *targets, thresholds=None):
+def stat(title, description, unit, *targets, thresholds=None, color="red", steps=None):
+    """A single value, green, `color` from `thresholds` on; or coloured by `steps`
+    ([(colour, from value)], the first from None)."""
     p = panel("stat", title, description, unit, list(targets),
               options={"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                        "colorMode": "background", "graphMode": "none", "textMode": "auto"})
-    steps = [{"color": "green", "value": None}]
-    if thresholds is not None:
-        steps.append({"color": "red", "value": thresholds})
-    p["fieldConfig"]["defaults"]["thresholds"] = {"mode": "absolute", "steps": steps}
+    if steps is None:
+        steps = [("green", None)] + ([(color, thresholds)] if thresholds is not None else [])
+    p["fieldConfig"]["defaults"]["thresholds"] = {
+        "mode": "absolute", "steps": [{"color": c, "value": v} for c, v in steps]}
     return p
 
 
@@ -138,18 +159,175 @@ def table(title, description, unit, *targets):
                  transformations=[{"id": "merge", "options": {}}])
 
 
-def dashboard(uid, title, description, layout, templating):
+def runbook_links(*alerts):
+    """Panel links to the runbook's sections of `alerts` (docs/runbook.md, an anchor per alert:
+    its name in lower case). Their titles start with "Runbook": set_runbook_url.py rewrites
+    those links' base."""
+    for alert in alerts:
+        if alert not in ALERT_NAMES:
+            sys.exit("no alert %s in %s" % (alert, RULES))
+    return [{"title": "Runbook: " + alert, "url": "%s#%s" % (RUNBOOK, alert.lower()),
+             "targetBlank": True} for alert in alerts]
+
+
+def board_link(uid, title):
+    """A panel link to another ibfabric dashboard, with this one's time range, data source and
+    job."""
+    return {"title": title, "url": "/d/%s?${__url_time_range}&${datasource:queryparam}&"
+            "${job:queryparam}" % uid, "targetBlank": False}
+
+
+def linked(p, *alerts, boards=()):
+    """Panel `p` with links to the runbook sections of `alerts` and to `boards` ((uid, title))."""
+    p["links"] = runbook_links(*alerts) + [board_link(uid, title) for uid, title in boards]
+    return p
+
+
+def dashboard_links(uid):
+    """Every board links to every other (a dropdown of the boards tagged ibfabric, keeping the
+    time range and the variables they share), to the landing board, and to the runbook."""
+    def by_tag(title, tag, dropdown, tooltip):
+        return {"asDropdown": dropdown, "icon": "external link", "includeVars": True,
+                "keepTime": True, "tags": [tag], "targetBlank": False, "title": title,
+                "tooltip": tooltip, "type": "dashboards", "url": ""}
+    out = []
+    if uid != ONCALL_UID:
+        out.append(by_tag("On call", ONCALL_UID, False,
+                          "What fires now and the culprits named"))
+    out.append(by_tag("ibfabric dashboards", "ibfabric", True, ""))
+    out.append({"asDropdown": False, "icon": "doc", "includeVars": False, "keepTime": False,
+                "tags": [], "targetBlank": True, "title": "Runbook",
+                "tooltip": "What to check and do when an ibfabric alert fires (docs/runbook.md)",
+                "type": "link", "url": RUNBOOK})
+    return out
+
+
+# Every Ibfabric* alert, whoever adds one: the shipped rules' names all start so.
+ALERTS_SEL = 'alertname=~"Ibfabric.*"'
+# What an alert is about, as one label `about`: its subject's labels as key=value, in this
+# order, whichever of them the alert has (each rule names its subject with its own labels).
+# A GUID only where no name is there, the daemon's instance only where no node is named.
+SUBJECT = ["node_name", "node_guid", "device", "port", "side", "peer_node_name", "peer_port",
+           "remote_node_name", "remote_node_guid", "remote_port", "leaf", "tier", "role", "unit",
+           "prober_name", "peer_name", "peer", "transport", "collector", "class", "counter",
+           "pf", "vf", "pci_address", "namespace", "pod", "instance"]
+SUBJECT_UNLESS = [("node_guid", "node_name"), ("remote_node_guid", "remote_node_name"),
+                  ("peer", "peer_name"), ("instance", "node_name"), ("instance", "prober_name")]
+
+
+def about(expr, keys=SUBJECT):
+    """`expr` (alerts, or ALERTS_FOR_STATE) with the label `about`: "node_name=gpu-node-02
+    device=mlx5_0 port=1 ..." (label_replace copies each key present into a helper label ab<n>,
+    label_join joins them, the helpers are dropped again)."""
+    helper = {key: "ab%d" % n for n, key in enumerate(keys)}
+    for key in keys:
+        expr = 'label_replace(%s,"%s","%s=$1 ","%s","(.+)")' % (expr, helper[key], key, key)
+    for key, unless in SUBJECT_UNLESS:
+        expr = 'label_replace(%s,"%s","","%s",".+")' % (expr, helper[key], unless)
+    return 'max without (%s) (label_join(%s,"about","",%s))' % (
+        ",".join(helper.values()), expr, ",".join('"%s"' % h for h in helper.values()))
+
+
+def prometheus_annotation(name, expr, title, text, color, enable, tags):
+    """A Prometheus annotation query (Grafana's classic model): an event wherever `expr` has a
+    series (value above 0), one region while it lasts (samples at most a step apart). The query
+    is both at the top level (expr, step: what Grafana 10 and 11.0 read) and as `target` (what
+    later versions move them to, keeping a target's values)."""
+    step = "1m"
+    return {"datasource": DS, "enable": enable, "hide": False, "iconColor": color, "name": name,
+            "expr": expr, "step": step, "titleFormat": title, "textFormat": text,
+            "tagKeys": tags, "useValueForTime": False,
+            "target": {"refId": "Anno", "expr": expr, "interval": step, "range": True,
+                       "instant": False}}
+
+
+def annotations():
+    """On every board: the shipped alerts while they fire (critical and warning on, info off),
+    and the culprits ibfabric-localize names."""
+    def alerts(severity):
+        return about('ALERTS{%s,alertstate="firing",severity="%s"}' % (ALERTS_SEL, severity),
+                     ["severity"] + SUBJECT)
+    culprits = ('max by (kind, culprit) (label_join(label_replace(label_replace(label_replace('
+                'ibfabric_localize_suspect, "at_port", " port $1", "port", "(.+)"), '
+                '"to", " - $1", "remote_node_name", "(.+)"), "at_remote_port", " port $1", '
+                '"remote_port", "(.+)"), "culprit", "", "node_name", "at_port", "to", '
+                '"at_remote_port"))')
+    return {"list": [
+        {"builtIn": 1, "datasource": {"type": "grafana", "uid": "-- Grafana --"},
+         "enable": True, "hide": True, "iconColor": "rgba(0, 211, 255, 1)",
+         "name": "Annotations & Alerts", "type": "dashboard"},
+        prometheus_annotation("Critical alerts", alerts("critical"), "{{alertname}}",
+                              "{{about}}", "red", True, "alertname,severity"),
+        prometheus_annotation("Warning alerts", alerts("warning"), "{{alertname}}",
+                              "{{about}}", "orange", True, "alertname,severity"),
+        prometheus_annotation("Info alerts", alerts("info"), "{{alertname}}", "{{about}}",
+                              "blue", False, "alertname,severity"),
+        prometheus_annotation("Culprits named", culprits, "Culprit named: {{kind}}",
+                              "{{culprit}}", "purple", True, "kind"),
+    ]}
+
+
+# Panels of the detail boards about an alert's subject, by title: they link to the runbook
+# sections of those alerts (and, where the detail is on another board, to it). Every title must
+# be a panel's.
+PANEL_RUNBOOKS = {
+    "ibfabric-fabric-overview": {
+        "Local ports not ACTIVE": ["IbfabricPortDown"],
+        "Links below their best width or speed": ["IbfabricLinkWidthDegraded",
+                                                  "IbfabricLinkSpeedDegraded"],
+        "Collectors failing": ["IbfabricCollectorFailing"],
+        "Congestion: share of time waiting": ["IbfabricCongestion"],
+        "SMs in state master": ["IbfabricNoMasterSm"],
+        "Master SM stalled polls": ["IbfabricSmActivityStalled"],
+        "Master changes seen": ["IbfabricSmFailover"],
+        "Switch ports not ACTIVE": ["IbfabricSwitchPortDown", "IbfabricLeafUplinksLost"],
+        "Switch port errors per second": ["IbfabricSwitchPortErrors"],
+        "Congested switch ports now": ["IbfabricCongestionHotSpot"],
+        "Head-of-queue lifetime discards (stuck receivers)": ["IbfabricStuckReceiver"],
+    },
+    "ibfabric-node": {
+        "Saturated 32-bit counters": ["IbfabricCounterSaturated"],
+    },
+    "ibfabric-daemon": {
+        "Collector success": ["IbfabricCollectorFailing", "IbfabricCollectorStuck"],
+        "MAD timeouts and retries per second": ["IbfabricMadTimeouts"],
+    },
+    "ibfabric-probes": {
+        "RTT spikes per second": ["IbfabricProbeRttSpikes"],
+        "Jitter per peer": ["IbfabricProbeJitterHigh"],
+        "Loss per peer": ["IbfabricProbeLoss"],
+    },
+    "ibfabric-sriov": {
+        "Kubelet pod-resources answers": ["IbfabricSriovKubeletDown"],
+        "VF dropped packets": ["IbfabricSriovVfDroppingPackets"],
+    },
+    "ibfabric-rdma-nics": {
+        "ECN-marked packets received per second": ["IbfabricRoceCongestion"],
+        "Timeouts and retransmissions per second": ["IbfabricRoceLocalAckTimeouts"],
+        "EFA retransmitted packets per second": ["IbfabricEfaRetransmits"],
+        "EFA impaired and unresponsive remotes per second": ["IbfabricEfaImpairedRemote"],
+    },
+}
+
+
+def dashboard(uid, title, description, layout, templating, tags=()):
+    runbooks = dict(PANEL_RUNBOOKS.get(uid, {}))
+    for p in layout.panels:
+        if p["title"] in runbooks:
+            linked(p, *runbooks.pop(p["title"]))
+    if runbooks:
+        sys.exit("%s: no panel titled %s" % (uid, ", ".join(sorted(runbooks))))
     return {
-        "annotations": {"list": []},
+        "annotations": annotations(),
         "description": description,
         "editable": True,
         "graphTooltip": 1,
         "id": None,
-        "links": [],
+        "links": dashboard_links(uid),
         "panels": layout.panels,
         "refresh": "30s",
         "schemaVersion": SCHEMA_VERSION,
-        "tags": ["ibfabric", "infiniband"],
+        "tags": ["ibfabric", "infiniband"] + list(tags),
         "templating": {"list": templating},
         "time": {"from": "now-6h", "to": "now"},
         "timepicker": {},
@@ -727,29 +905,211 @@ def probes():
 
 def suspects_table():
     """One row per culprit ibfabric-localize names (a cable by both ends, a host, or a congested
-    port), with its evidence over the last minute."""
-    def by_suspect(expr):
-        return ('max by (kind, suspect) (label_join(%s, "suspect", " ", "node_name", "port", '
-                '"remote_node_name", "remote_port"))' % expr)
+    port), with its evidence over the last minute: on the landing board and the probes board."""
+    def by_suspect(expr, labels=""):
+        return ('max by (kind, suspect%s) (label_join(%s, "suspect", " ", "node_name", "port", '
+                '"remote_node_name", "remote_port"))' % (labels, expr))
     probes = 'ibfabric_localize_suspect_probes{what="%s"}'
     columns = [(by_suspect("ibfabric_localize_suspect"), "pairs explained"),
                (by_suspect(probes % "lost"), "probes lost"),
                ("%s / (%s > 0)" % (by_suspect(probes % "lost"), by_suspect(probes % "sent")),
                 "loss ratio"),
                (by_suspect(probes % "late"), "late probes"),
-               ('max by (kind, suspect, cause, equally_suspect) (label_join('
-                'ibfabric_localize_suspect_info, "suspect", " ", "node_name", "port", '
-                '"remote_node_name", "remote_port"))', "named")]
+               (by_suspect("ibfabric_localize_suspect_info", ", cause, equally_suspect, "
+                           "blast_radius, lacking, why, evidence, pairs"), "named")]
     targets = [target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table")
                for n, (expr, legend) in enumerate(columns)]
-    return table("Suspects",
-                 "What ibfabric-localize names (IbfabricSuspectLink, IbfabricSuspectHost, "
-                 "IbfabricSuspectCongestion fire on it) over the last minute: a cable by both "
-                 "ends (kind cable), a host (kind host) or a congested sending port (kind "
-                 "congestion, to the port after it), the probe pairs it explains, the probes lost "
-                 "and late of its pairs, its cause, and what the probes cannot tell it from "
-                 "(equally_suspect). Cluster-wide: not filtered by instance or peer.", "none",
-                 *targets)
+    return linked(table(
+        "Suspects",
+        "What ibfabric-localize names (IbfabricSuspectLink, IbfabricSuspectHost, "
+        "IbfabricSuspectCongestion fire on it) over the last minute: a cable by both "
+        "ends (kind cable), a host (kind host) or a congested sending port (kind "
+        "congestion, to the port after it), the probe pairs it explains, the probes lost "
+        "and late of its pairs, its cause, what the probes cannot tell it from "
+        "(equally_suspect), the hosts whose probed paths cross it (blast_radius), the evidence "
+        "it was made without (lacking: none, or counters, daemons, congestion), why, its "
+        "evidence in words, and its pairs (prober -> peer). Hover a cell for the whole text. "
+        "Cluster-wide: not filtered by instance or peer.", "none",
+        *targets), "IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
+
+
+def alerts_table(title, state, description, runbook):
+    """The shipped alerts in `state` now, newest first: alert, severity, what it is about, and
+    how long it has been active (since its condition began: ALERTS_FOR_STATE, which the rule
+    evaluator writes beside ALERTS), and any label not in SUBJECT as a column of its own."""
+    expr = ("sort(%s)" % about('time() - (ALERTS_FOR_STATE{%s} and ignoring (alertstate) '
+                               'ALERTS{%s,alertstate="%s"})' % (ALERTS_SEL, ALERTS_SEL, state)))
+    p = table(title, description, "dtdurations", target(expr, "active for", instant=True,
+                                                         fmt="table"))
+    hidden = ["Time", "alertstate", "cable", "cable_end", "remote_node_type"] + SUBJECT
+    p["transformations"].append({"id": "organize", "options": {
+        "excludeByName": {name: True for name in hidden},
+        "indexByName": {"alertname": 0, "severity": 1, "about": 2},
+        "renameByName": {}}})
+    p["links"] = [{"title": "Runbook (a section per alert: its name in lower case)",
+                   "url": RUNBOOK, "targetBlank": True}] if runbook else []
+    return p
+
+
+def oncall():
+    """The landing board: what fires now, the culprits named, what nothing explains, and
+    whether the localizer and the daemons work (so that silence means a healthy fabric)."""
+    lay = Layout()
+    lay.row("What fires now (every Ibfabric* alert)")
+
+    def count(state, severity=""):
+        return target("count(ALERTS{%s,alertstate=\"%s\"%s}) or vector(0)" % (
+            ALERTS_SEL, state, ',severity="%s"' % severity if severity else ""), instant=True)
+    lay.add(stat("Critical alerts firing", "Shipped alerts of severity critical firing now: "
+                 "these page (deploy/alertmanager/alertmanager.yml).", "none",
+                 count("firing", "critical"), thresholds=1), 6, 4)
+    lay.add(stat("Warning alerts firing", "Shipped alerts of severity warning firing now: "
+                 "they go to the chat or ticket receiver.", "none",
+                 count("firing", "warning"), thresholds=1, color="orange"), 6, 4)
+    lay.add(stat("Info alerts firing", "Shipped alerts of severity info firing now: context, "
+                 "no notification.", "none", count("firing", "info"), thresholds=1,
+                 color="blue"), 6, 4)
+    lay.add(stat("Alerts pending", "Alerts whose condition holds but not yet for their `for:` "
+                 "duration: they fire if it lasts.", "none", count("pending"), thresholds=1,
+                 color="yellow"), 6, 4)
+    lay.add(alerts_table(
+        "Firing now", "firing",
+        "Every Ibfabric* alert firing now (ALERTS), newest first: the alert, its severity, what "
+        "it is about (its node, device, port, far end, cable ends, prober and peer, collector, "
+        "... as key=value), and how long it has been active (since its condition began, its "
+        "for: included; from ALERTS_FOR_STATE). Labels no shipped alert uses yet show as "
+        "columns of their own. The runbook has a section per alert, its name in lower case "
+        "(#ibfabricportdown); each notification links to it.", True), 24, 9)
+    lay.add(alerts_table(
+        "Pending", "pending",
+        "Alerts whose condition holds now but not yet for their for: duration, newest first, "
+        "with how long it has held: they fire if it lasts.", False), 24, 5)
+
+    lay.row("Culprits ibfabric-localize names now")
+    lay.add(suspects_table(), 24, 8)
+    lay.add(linked(table(
+        "Suspects withheld",
+        "Suspects ibfabric-localize made but does not name, because evidence they need is too "
+        "old to use (lacking: counters, daemons, congestion; ibfabric_localize_withheld_info): "
+        "named again once it is. The localizer's evidence, below, says which part is stale.",
+        "none", target('max by (kind, suspect, cause, lacking) (label_join('
+                       'ibfabric_localize_withheld_info, "suspect", " ", "node_name", "port", '
+                       '"remote_node_name", "remote_port"))', "withheld", instant=True,
+                       fmt="table")), "IbfabricLocalizerFailing"), 24, 5)
+
+    lay.row("Probe symptoms no culprit explains (per pair, from ibfabric-localize)")
+    pair = "{{prober_name}} -> {{peer_name}} ({{transport}})"
+
+    def unexplained(metric):
+        return target("topk(20, max by (prober_name, peer_name, transport) (%s))" % metric, pair)
+    lay.add(linked(timeseries(
+        "Unexplained probe loss",
+        "Probe pairs losing probes that no culprit named in the last 10 minutes explains: the "
+        "share lost over the localizer's evidence window, top 20 "
+        "(ibfabric_localize_pair_unexplained_loss_ratio; IbfabricProbeLoss fires above 1 % for "
+        "2 minutes). Loss nothing explains: a cable no probed pair isolates, or a path not "
+        "traced.", "percentunit",
+        unexplained("ibfabric_localize_pair_unexplained_loss_ratio")), "IbfabricProbeLoss",
+        boards=[("ibfabric-probes", "Probes and jitter")]), 8, 7)
+    lay.add(linked(timeseries(
+        "Unexplained probe jitter",
+        "Probe pairs whose RTT jitter is above 500 us that no culprit named in the last 10 "
+        "minutes explains, top 20 (ibfabric_localize_pair_unexplained_jitter_seconds; "
+        "IbfabricProbeJitterHigh fires after 10 minutes).", "s",
+        unexplained("ibfabric_localize_pair_unexplained_jitter_seconds")),
+        "IbfabricProbeJitterHigh", boards=[("ibfabric-probes", "Probes and jitter")]), 8, 7)
+    lay.add(linked(timeseries(
+        "Unexplained RTT spikes",
+        "Probe pairs with more than 5 RTT spikes in 10 minutes that no culprit named in the "
+        "last 10 minutes explains: the spikes, top 20 "
+        "(ibfabric_localize_pair_unexplained_rtt_spikes; IbfabricProbeRttSpikes, info, lists "
+        "them). On a busy training cluster the hosts make such spikes themselves.", "none",
+        unexplained("ibfabric_localize_pair_unexplained_rtt_spikes")),
+        "IbfabricProbeRttSpikes", boards=[("ibfabric-probes", "Probes and jitter")]), 8, 7)
+
+    lay.row("Is ibfabric-localize working? (without it no culprit is named)")
+    lay.add(linked(stat(
+        "Localizers evaluating", "ibfabric-localize instances whose last evaluation made "
+        "verdicts (ibfabric_localize_up == 1); 0: no culprit is named (none scraped, or its "
+        "probe evidence missing or stale).", "none",
+        target("count(ibfabric_localize_up == 1) or vector(0)", instant=True),
+        steps=[("red", None), ("green", 1)]),
+        "IbfabricLocalizerFailing", "IbfabricLocalizerAbsent"), 6, 4)
+    lay.add(linked(stat(
+        "Localizers whose store answers", "ibfabric-localize instances whose store (Prometheus, "
+        "VictoriaMetrics, ...) answered the last evaluation's probe queries "
+        "(ibfabric_localize_store_up == 1).", "none",
+        target("count(ibfabric_localize_store_up == 1) or vector(0)", instant=True),
+        steps=[("red", None), ("green", 1)]), "IbfabricLocalizerFailing"), 6, 4)
+    lay.add(linked(stat(
+        "Evidence parts unusable", "Parts of the evidence (probes, hosts, paths, daemons, "
+        "counters, congestion, symptoms) a localizer holds too old to use "
+        "(ibfabric_localize_evidence_usable == 0): verdicts are made without them, or withheld "
+        "(docs/design.md, Partial evidence).", "none",
+        target("count(ibfabric_localize_evidence_usable == 0) or vector(0)", instant=True),
+        thresholds=1, color="orange"), "IbfabricLocalizerFailing"), 6, 4)
+    lay.add(stat(
+        "Oldest evidence in use", "Age of the oldest part of the evidence any localizer's last "
+        "evaluation used (ibfabric_localize_evidence_age_seconds).", "s",
+        target("max(ibfabric_localize_evidence_age_seconds)", instant=True)), 6, 4)
+    lay.add(table(
+        "Evidence by part", "Each localizer's evidence by part: its age in seconds (probes: the "
+        "newest probe sample; the others: their oldest answer in use) and whether it is young "
+        "enough to use (1) or not (0).", "none",
+        target("max by (instance, evidence) (ibfabric_localize_evidence_age_seconds)",
+               "age seconds", instant=True, fmt="table"),
+        target("min by (instance, evidence) (ibfabric_localize_evidence_usable)", "usable",
+               ref="B", instant=True, fmt="table")), 8, 8)
+    lay.add(linked(timeseries(
+        "Localizer query failures per second",
+        "Queries of the localizers to the store that failed, by query and reason (timeout, "
+        "connection, http, malformed, too_large, auth); the localizer's log says more.", "cps",
+        target("sum by (instance, query, reason) (rate("
+               "ibfabric_localize_query_failures_total[%s]))" % RI,
+               "{{instance}} {{query}} {{reason}}")), "IbfabricLocalizerFailing"), 8, 8)
+    lay.add(timeseries(
+        "Localizer evaluation time", "Wall time of each localizer's last evaluation: reading "
+        "the evidence and attributing it (every 10 s by default).", "s",
+        target("ibfabric_localize_evaluation_duration_seconds", "{{instance}}")), 8, 8)
+
+    lay.row("Are the daemons working? (ibfabricd, the selected job and instances)")
+    lay.add(stat("Daemons scraped", "Daemons of the selected job Prometheus scrapes now (up == "
+                 "1).", "none", target("count(up{%s} == 1) or vector(0)" % SEL, instant=True)),
+            6, 4)
+    lay.add(linked(stat(
+        "Daemons down", "Daemons of the selected job Prometheus cannot scrape (up == 0): their "
+        "nodes are not monitored.", "none",
+        target("count(up{%s} == 0) or vector(0)" % SEL, instant=True), thresholds=1),
+        "IbfabricDaemonDown", boards=[("ibfabric-daemon", "Daemon dashboard")]), 6, 4)
+    lay.add(linked(stat(
+        "Collectors failing", "Collectors whose last run could not read their source "
+        "(ibfabric_collector_success == 0).", "none",
+        target("count(ibfabric_collector_success{%s} == 0) or vector(0)" % SEL, instant=True),
+        thresholds=1), "IbfabricCollectorFailing",
+        boards=[("ibfabric-daemon", "Daemon dashboard")]), 6, 4)
+    lay.add(linked(stat(
+        "Collectors stuck", "Collectors whose run passed its deadline and has not returned "
+        "(ibfabric_collector_run_stuck == 1): a read waiting in the kernel.", "none",
+        target("count(ibfabric_collector_run_stuck{%s} == 1) or vector(0)" % SEL,
+               instant=True), thresholds=1), "IbfabricCollectorStuck"), 6, 4)
+    lay.add(linked(table(
+        "Daemons down, collectors failing or stuck",
+        "Which daemon is not scraped (up == 0), and which collector of which daemon fails or is "
+        "stuck, now.", "none",
+        target('max by (job, instance, collector, what) ('
+               'label_replace(up{%s} == 0, "what", "not scraped", "", "") or '
+               'label_replace(ibfabric_collector_success{%s} == 0, "what", "collector failing", '
+               '"", "") or '
+               'label_replace(ibfabric_collector_run_stuck{%s} == 1, "what", "collector stuck", '
+               '"", ""))' % (SEL, SEL, SEL), "problem", instant=True, fmt="table")),
+        "IbfabricDaemonDown", "IbfabricCollectorFailing", "IbfabricCollectorStuck",
+        boards=[("ibfabric-daemon", "Daemon dashboard")]), 24, 6)
+    return dashboard(ONCALL_UID, "ibfabric: on call",
+                     "The first board to open when paged: the Ibfabric* alerts firing and "
+                     "pending now, the culprits ibfabric-localize names with their evidence and "
+                     "the hosts they touch, the probe loss, jitter and spikes no culprit "
+                     "explains, and whether the localizer and the daemons work (silence is only "
+                     "good news when they do).", lay, variables(), tags=[ONCALL_UID])
 
 
 VF_KEY = "job, instance, pf, vf, pci_address"
@@ -945,6 +1305,7 @@ def rdma_nics():
 
 
 DASHBOARDS = {
+    "ibfabric-oncall.json": oncall,
     "ibfabric-rdma-nics.json": rdma_nics,
     "ibfabric-fabric-overview.json": fabric_overview,
     "ibfabric-node.json": node_detail,

@@ -43,7 +43,10 @@ from simfabric import SIM_TOOLS, SimFabric
 
 SEED = int(os.environ.get("IBFABRIC_TEST_SEED", random.randrange(1 << 30)))
 LEAVES, SPINES, HCAS = 3, 2, 2
-ROW = ("Suspects", "Path of the selected prober and peer", "Paths per state")
+# Panels with data while two cables are named (on the probes board, and the landing board's and
+# every board's culprits and firing alerts).
+ROW = ("Suspects", "Path of the selected prober and peer", "Paths per state", "Firing now",
+       "Warning alerts", "Culprits named")
 
 
 def named_now(prom):

@@ -183,6 +183,21 @@ class PrometheusEndToEnd(unittest.TestCase):
         except Exception as e:  # the query itself is broken: say which
             self.fail("%s / %s: %s\n%s" % (q[0], q[1], e, getattr(e, "read", lambda: b"")()))
 
+    def wait_for_panel(self, title, what, match, dashboard="ibfabric-oncall.json", timeout=30):
+        """Waits until every query of the panel (or annotation) `title` of `dashboard` returns
+        data (one of NO_DATA_HERE: none on a healthy fabric) and a row of the first has the
+        labels `match`; that row's labels."""
+        queries = [q for q in dashboard_queries(RATE_INTERVAL)
+                   if q[0] == dashboard and q[1] == title]
+        self.assertTrue(queries, "no panel %s on %s" % (title, dashboard))
+
+        def row():
+            results = [self.query_or_fail(q) for q in queries]
+            rows = [r["metric"] for r in results[0] if all(results) and
+                    all(r["metric"].get(k) == v for k, v in match.items())]
+            return rows[0] if rows else None
+        return self.prom.wait_for(row, timeout, "%s / %s: %s" % (dashboard, title, what))
+
     def test_2_every_dashboard_query_returns_data(self):
         queries = [q for q in dashboard_queries(RATE_INTERVAL) if q[1] not in NO_DATA_HERE]
         self.assertGreater(len(queries), 20)
@@ -217,7 +232,17 @@ class PrometheusEndToEnd(unittest.TestCase):
             "the port ACTIVE in Prometheus")
         self.fabric.command('Unlink "%s"[1]' % node)
         try:
+            # The landing board: pending (its `for:`, 3 s here) before it fires, then firing,
+            # with what it is about; and on every board's annotations.
+            port_down = {"alertname": "IbfabricPortDown", "instance": instance}
+            self.wait_for_panel("Pending", "IbfabricPortDown pending", port_down, timeout=20)
             self.wait_firing("IbfabricPortDown", instance=instance, side="local")
+            row = self.wait_for_panel("Firing now", "IbfabricPortDown firing", port_down)
+            self.assertRegex(row["about"], r"^node_name=gpu-node-02 device=ibsim0 port=1 "
+                             r"side=local peer_node_name=leaf-a01 \(rack A1\) peer_port=2 $")
+            for board in ("ibfabric-oncall.json", "ibfabric-node.json"):
+                self.wait_for_panel("Critical alerts", "its annotation", port_down,
+                                    dashboard=board)
             # Named by the demo's node-name-map: the host and HCA, and the switch port the
             # cable reaches (remembered: that end no longer answers).
             [alert] = self.prom.firing_alerts("IbfabricPortDown")
@@ -439,6 +464,14 @@ class PrometheusEndToEnd(unittest.TestCase):
         try:
             self.wait_firing("IbfabricProbeLoss", timeout=40, peer="node-1",
                              instance=self.instances[NODES[1]])
+            # The landing board: the loss no culprit explains, and the stopped daemon, which
+            # Prometheus can no longer scrape.
+            self.wait_for_panel("Unexplained probe loss", "the lossy pair",
+                                {"peer_name": "node-1"})
+            self.wait_for_panel("Daemons down, collectors failing or stuck",
+                                "the stopped responder",
+                                {"job": "ibfabric", "instance": self.instances[NODES[0]],
+                                 "what": "not scraped"})
         finally:
             os.kill(responder.process.pid, signal.SIGCONT)
         self.wait_resolved("IbfabricProbeLoss", timeout=60, peer="node-1")

@@ -36,6 +36,23 @@ NO_DATA_HERE = {
     "Congested switch ports now": "no congested port yet",
     "Congested switch ports by tier and role": "no congested port yet",
     "Switch ports waiting where the tick is not known: ticks per word": "every tick known",
+    # The landing board (ibfabric-oncall) and every board's annotations: nothing fires, nothing
+    # is named and no probe pair is lossy on a healthy fabric. test_prometheus_e2e checks the
+    # alert panels while IbfabricPortDown is pending and firing (test_3), and the unexplained
+    # loss and the daemons down while a responder is stopped (test_5); test_localization the
+    # culprits' annotation and the firing alerts while it names two cables.
+    "Firing now": "nothing fires on a healthy fabric",
+    "Pending": "nothing pending on a healthy fabric",
+    "Critical alerts": "nothing fires on a healthy fabric",
+    "Warning alerts": "nothing fires on a healthy fabric",
+    "Info alerts": "nothing fires on a healthy fabric",
+    "Culprits named": "no faulty cable or host",
+    "Suspects withheld": "no evidence too old to use",
+    "Unexplained probe loss": "no probe lost on a healthy fabric",
+    "Unexplained probe jitter": "no jitter above 500 us on a healthy fabric",
+    "Unexplained RTT spikes": "spikes on loopback only now and then",
+    "Localizer query failures per second": "no localizer query fails",
+    "Daemons down, collectors failing or stuck": "every daemon up, every collector working",
 }
 
 
@@ -98,17 +115,23 @@ def rule_exprs():
 
 
 def dashboard_queries(rate_interval, job="ibfabric", dashboard_range="5m"):
-    """(dashboard file, panel title, expr) of every query of every shipped dashboard, with
+    """(dashboard file, panel title, expr) of every query of every shipped dashboard, and
+    (dashboard file, annotation name, expr) of its Prometheus annotation queries, with
     $__rate_interval set to rate_interval, $__range to dashboard_range, $job to job and every
     other variable ($instance, $device, $pf) matching all."""
+    def substituted(expr):
+        expr = expr.replace("$__rate_interval", rate_interval)
+        expr = expr.replace("$__range", dashboard_range)
+        expr = expr.replace('"$job"', '"%s"' % job)
+        # $instance, $device, $pf: all (not label_replace's "$1")
+        return re.sub(r'"\$[A-Za-z_]\w*"', '".+"', expr)
+
     for path in sorted(glob.glob(os.path.join(source_dir(), "dashboards", "*.json"))):
         with open(path) as f:
             dashboard = json.load(f)
         for panel in dashboard["panels"]:
             for t in panel.get("targets", []):
-                expr = t["expr"].replace("$__rate_interval", rate_interval)
-                expr = expr.replace("$__range", dashboard_range)
-                expr = expr.replace('"$job"', '"%s"' % job)
-                # $instance, $device, $pf: all (not label_replace's "$1")
-                expr = re.sub(r'"\$[A-Za-z_]\w*"', '".+"', expr)
-                yield os.path.basename(path), panel["title"], expr
+                yield os.path.basename(path), panel["title"], substituted(t["expr"])
+        for annotation in dashboard.get("annotations", {}).get("list", []):
+            if "expr" in annotation:
+                yield os.path.basename(path), annotation["name"], substituted(annotation["expr"])
