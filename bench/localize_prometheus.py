@@ -31,16 +31,11 @@ Layouts (`--layout`):
           the remote-write address, the scrape interval (the shipped 15 s; and the 10 s scrape
           timeout when the interval is shorter), VictoriaMetrics' listen address and storage
           path (in the workdir), vmalert's -rule, its addresses and listen address; its
-          -evaluationInterval stays 15s (the localization group has its own 10s). Added:
-          `-search.latencyOffset` with `--vm-latency-offset SECONDS` (not given: as shipped,
-          VictoriaMetrics' default 30 s, so the store answers for 30 s ago; the test gives 1s),
-          and the localizer's scrape, which no shipped file has (`--localize-scraped-by`): "one"
-          (the default; docs/scaling.md: "scraped like any target (job ibfabric-localize)", and
-          any target is in exactly one shard) adds a job `--localize-job` to both shard files
-          with the ibfabric job's hashmod keep rule copied from the file, so exactly one server
-          scrapes it; "both" adds the job without the rule (its series twice, differing in the
-          `prometheus` label: the alerts take the max by the culprit); "vm": VictoriaMetrics
-          scrapes it itself (-promscrape.config), as the test does. E.g.
+          -evaluationInterval stays 15s (the localization group has its own 10s), the
+          localizer's target file (the shipped job `ibfabric-localize`: one shard scrapes it).
+          `--vm-latency-offset SECONDS` replaces VictoriaMetrics' -search.latencyOffset (as
+          shipped: 10s; the test gives 1s); `--localize-scraped-by vm`: VictoriaMetrics scrapes
+          the localizer itself (-promscrape.config) instead of a shard. E.g.
           bench/localize_prometheus.py --hosts 1024 --layout scale --scrape-interval 15 \\
               --mode new --localize build/daemon/ibfabric-localize
 
@@ -88,7 +83,7 @@ same of vmalert instead, and every 10 s each shard's /metrics for its remote wri
     growth of its _sum over its _count's between two polls, the iterations and misses are
     vmalert_iteration_{,missed_}total, the failures the rules whose
     vmalert_{alerting,recording}_rules_error was 1 at a poll after the warm-up (layout scale's
-    warm-up adds 5 s of remote write and the latency offset: default 60 + interval + 5 + 30);
+    warm-up adds 5 s of remote write and the latency offset: default 60 + interval + 5 + 10);
   - per process started (each Prometheus, VictoriaMetrics, vmalert, the generator, the
     localizer): CPU seconds (utime + stime
     of /proc/<pid>/stat) over the measured window (from the end of the warm-up to the end) and
@@ -112,7 +107,7 @@ Prints one table row per run (and `--json PATH` writes everything). Everything s
 by PID (also on Ctrl-C / SIGTERM). Standard library only.
 
     bench/localize_prometheus.py --hosts 1024 --mode old|new [--rules FILE] [--localize BINARY]
-        [--layout single|scale] [--vm-latency-offset S] [--localize-scraped-by one|both|vm]
+        [--layout single|scale] [--vm-latency-offset S] [--localize-scraped-by one|vm]
         [--scrape-interval 10] [--duration 300] [--fault-after 120] [--warmup 60+interval]
         [--seed 1] [--fault-loss 0.02]
         [--peers 3] [--hosts-per-leaf 32] [--spines 16] [--workdir DIR] [--keep] [--json PATH]
@@ -791,7 +786,7 @@ class ScaleLayout:
 
     def shard_config(self, i, targets):
         """The shipped shard file with the target file, the remote-write address and the scrape
-        interval replaced, and (--localize-scraped-by one|both) a job for the localizer."""
+        interval replaced, and the localizer's target file (--localize-scraped-by one)."""
         args = self.args
         path = os.path.join(args.deploy, "prometheus", "shard-%d.yml" % i)
         with open(path) as f:
@@ -802,20 +797,15 @@ class ScaleLayout:
                    "http://victoria-metrics:8428/api/v1/write": self.store_url + "/api/v1/write"}
         if args.scrape_interval < 10:
             replace["scrape_timeout: 10s"] = "scrape_timeout: " + interval
-        text = substitute(text, replace, path)
-        if self.loc_port and args.localize_scraped_by != "vm":
-            # The ibfabric job's keep rule, copied from the shipped file, keeps the localizer in
-            # exactly one shard, as any target; "both": no rule, both servers scrape it.
-            relabel = substitute(text, {"    relabel_configs:\n": "\0"}, path).split("\0")[1]
-            relabel = "    relabel_configs:\n" + substitute(
-                relabel, {"remote_write:\n": "\0"}, path).split("\0")[0]
-            job = ("  - job_name: %s     # added by the benchmark: no shipped job scrapes it\n"
-                   "    static_configs:\n"
-                   "      - targets: [\"127.0.0.1:%d\"]\n" % (args.localize_job, self.loc_port))
-            if args.localize_scraped_by == "one":
-                job += relabel
-            text = substitute(text, {"\nremote_write:\n": "\n" + job + "remote_write:\n"}, path)
-        return text
+        if self.loc_port and args.localize_scraped_by == "one":
+            # The shipped job ibfabric-localize: one shard scrapes it, as any target.
+            localizers = os.path.join(self.r.work, "ibfabric-localize-targets.json")
+            with open(localizers, "w") as f:
+                json.dump([{"targets": ["127.0.0.1:%d" % self.loc_port]}], f)
+            replace["/etc/prometheus/ibfabric-localize-targets.json"] = localizers
+            if args.localize_job != "ibfabric-localize":
+                replace["job_name: ibfabric-localize "] = "job_name: %s " % args.localize_job
+        return substitute(text, replace, path)
 
     def start(self, gen_port, ports):
         args, r = self.args, self.r
@@ -826,8 +816,9 @@ class ScaleLayout:
         with open(targets, "w") as f:
             json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports]}], f)
         add = []
+        vm_replace = {}
         if args.vm_latency_offset is not None:
-            add.append("-search.latencyOffset=" + duration_arg(args.vm_latency_offset))
+            vm_replace["search.latencyOffset"] = duration_arg(args.vm_latency_offset)
         if self.loc_port and args.localize_scraped_by == "vm":  # as the test does
             scrape = os.path.join(r.work, "vm-scrape.yml")
             with open(scrape, "w") as f:
@@ -837,9 +828,9 @@ class ScaleLayout:
             add.append("-promscrape.config=" + scrape)
         vm_flags = flags_from_default_file(os.path.join(args.deploy, "victoria-metrics",
                                                         "victoria-metrics.default"))
-        vm_argv = [args.victoria_metrics] + with_flags(vm_flags, {
+        vm_argv = [args.victoria_metrics] + with_flags(vm_flags, dict({
             "httpListenAddr": "127.0.0.1:%d" % self.vm_port,
-            "storageDataPath": os.path.join(r.work, "victoria-metrics-data")}, add)
+            "storageDataPath": os.path.join(r.work, "victoria-metrics-data")}, **vm_replace), add)
         vm = r.start(vm_argv, "victoria-metrics")
         r.wait_ready(vm, "victoria-metrics", self.store_url + "/health", 60)
         self.procs = {"victoria-metrics": vm}
@@ -1575,10 +1566,9 @@ def main():
     p.add_argument("--vm-latency-offset", type=float,
                    help="layout scale: VictoriaMetrics' -search.latencyOffset in seconds (default: "
                         "not given, as shipped: VictoriaMetrics' own 30 s)")
-    p.add_argument("--localize-scraped-by", choices=("one", "both", "vm"), default="one",
-                   help="layout scale, mode new: the shard whose hashmod keeps its address (a job "
-                        "added to both shard files with the ibfabric job's keep rule), both "
-                        "shards, or VictoriaMetrics itself (as the test does)")
+    p.add_argument("--localize-scraped-by", choices=("one", "vm"), default="one",
+                   help="layout scale, mode new: the shard whose hashmod keeps its address (the "
+                        "shipped job ibfabric-localize), or VictoriaMetrics itself")
     p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     p.add_argument("--workdir", help="keep everything here (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -1602,7 +1592,7 @@ def main():
     if args.warmup is None:
         args.warmup = 60 + args.scrape_interval
         if args.layout == "scale":  # and until the store shows it: remote write, query offset
-            args.warmup += 5 + (30 if args.vm_latency_offset is None else args.vm_latency_offset)
+            args.warmup += 5 + (10 if args.vm_latency_offset is None else args.vm_latency_offset)
     if args.fault_after < args.warmup:
         say("note: the fault (--fault-after %.0f) starts before the warm-up ends (%.0f s)" % (
             args.fault_after, args.warmup))

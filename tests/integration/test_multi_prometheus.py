@@ -118,17 +118,11 @@ class MultiPrometheusTest(unittest.TestCase):
             cls.switches = parse_ibnetdiscover(
                 cls.fabric.run_tool(["ibnetdiscover"], host=DAEMONS[0][0]).stdout)
             cls.start_daemons()
-            # ibfabric-localize reads the global store (docs/scaling.md), and VictoriaMetrics
-            # scrapes it itself here: its verdicts must be where vmalert reads the rules' input.
-            localizer_port = free_port()
-            scrape = os.path.join(cls.tmp.name, "vm-scrape.yml")
-            with open(scrape, "w") as f:
-                f.write("scrape_configs:\n  - job_name: ibfabric-localize\n"
-                        "    scrape_interval: 1s\n"
-                        "    static_configs: [{targets: ['127.0.0.1:%d']}]\n" % localizer_port)
+            # ibfabric-localize reads the global store (docs/scaling.md); one shard scrapes it
+            # (the shipped job ibfabric-localize), so its verdicts reach where vmalert reads.
+            cls.localizer_port = localizer_port = free_port()
             cls.vm = VictoriaMetrics(flags_from_default_file(VM_DEFAULT),
-                                     add=["-search.latencyOffset=1s",
-                                          "-promscrape.config=" + scrape])
+                                     replace={"search.latencyOffset": "1s"})
             cls.vm.start()
             cls.localizer = Localizer(cls.vm.url(""), localizer_port)
             cls.localizer.start()
@@ -188,6 +182,9 @@ class MultiPrometheusTest(unittest.TestCase):
         targets = os.path.join(cls.tmp.name, "ibfabric-targets.json")
         with open(targets, "w") as f:
             json.dump([{"targets": sorted(cls.instances)}], f)
+        localizers = os.path.join(cls.tmp.name, "ibfabric-localize-targets.json")
+        with open(localizers, "w") as f:
+            json.dump([{"targets": ["127.0.0.1:%d" % cls.localizer_port]}], f)
         for path in SHARD_CONFIGS:
             with open(path) as f:
                 text = f.read()
@@ -195,6 +192,7 @@ class MultiPrometheusTest(unittest.TestCase):
                 "scrape_interval: 15s": "scrape_interval: 1s",
                 "scrape_timeout: 10s": "scrape_timeout: 1s",
                 "/etc/prometheus/ibfabric-targets.json": targets,
+                "/etc/prometheus/ibfabric-localize-targets.json": localizers,
                 "http://victoria-metrics:8428/api/v1/write": cls.vm.write_url(),
             }, path)
             prom = PromServer(config=config)
@@ -226,7 +224,7 @@ class MultiPrometheusTest(unittest.TestCase):
             a, b = f.read().splitlines(), g.read().splitlines()
         self.assertEqual(len(a), len(b))
         differ = [(x, y) for x, y in zip(a, b) if x != y]
-        self.assertEqual(len(differ), 2, differ)
+        self.assertEqual(len(differ), 3, differ)  # the label, and each job's keep rule
         for x, y in differ:
             self.assertIn("# shard", x)
             self.assertIn("# shard", y)
@@ -237,11 +235,18 @@ class MultiPrometheusTest(unittest.TestCase):
         for shard, prom in enumerate(self.proms):
             expected = {i for i, (_, s) in self.instances.items() if s == shard}
             self.assertEqual(len(expected), 2)
-            active = prom.wait_for(lambda: prom.targets_up() if len(prom.targets_up()) ==
-                                   len(expected) else None, 30, "shard %d's targets up" % shard)
+            daemons = lambda: [t for t in prom.targets_up()  # noqa: E731
+                               if t["labels"]["job"] == "ibfabric"]
+            active = prom.wait_for(lambda: daemons() if len(daemons()) == len(expected) else None,
+                                   30, "shard %d's targets up" % shard)
             self.assertEqual({t["labels"]["instance"] for t in active}, expected)
-            dropped = prom.api("targets")["droppedTargets"]
+            dropped = [t for t in prom.api("targets")["droppedTargets"]
+                       if t["discoveredLabels"]["job"] == "ibfabric"]
             self.assertEqual(len(dropped), len(self.instances) - len(expected))
+        # The localizer is a target like any: exactly one of the two scrapes it.
+        localizers = [len([t for t in prom.targets_up()
+                           if t["labels"]["job"] == "ibfabric-localize"]) for prom in self.proms]
+        self.assertEqual(sorted(localizers), [0, 1])
 
     def test_2_every_switch_port_exactly_once(self):
         # ibnetdiscover's view: every port 1..N of every switch.
@@ -274,7 +279,8 @@ class MultiPrometheusTest(unittest.TestCase):
 
     def test_3_every_target_from_one_prometheus(self):
         # Every series of a target carries the external label of the one server that scraped it.
-        result = self.vm.query('count by (instance, prometheus) ({job="ibfabric"})')
+        result = self.vm.query(  # (not the alerts vmalert writes)
+            'count by (instance, prometheus) ({job="ibfabric", __name__!~"ALERTS.*"})')
         seen = {}
         for x in result:
             seen.setdefault(x["metric"]["instance"], []).append(x["metric"]["prometheus"])

@@ -59,23 +59,25 @@ def with_flags(flags, replace, add=()):
 
 class VictoriaMetrics(HttpApiServer):
     """victoria-metrics with `flags`; its -httpListenAddr and -storageDataPath are replaced by a
-    free loopback port and a scratch directory."""
+    free loopback port and a scratch directory, and those of `replace` (names without the dash)
+    by their values."""
 
     name = "victoria-metrics"
     ready_path = "/health"
 
-    def __init__(self, flags, add=()):
+    def __init__(self, flags, add=(), replace=None):
         super().__init__()
         self.flags = list(flags)
         self.add = list(add)
+        self.replace = dict(replace or {})
 
     def start(self):
         self.workdir = tempfile.mkdtemp(prefix="victoriametrics-")
         self.port = free_port()
-        return self._launch(["victoria-metrics"] + with_flags(self.flags, {
+        return self._launch(["victoria-metrics"] + with_flags(self.flags, dict({
             "httpListenAddr": "127.0.0.1:%d" % self.port,
             "storageDataPath": os.path.join(self.workdir, "data"),
-        }, self.add))
+        }, **self.replace), self.add))
 
     def write_url(self):
         return self.url("/api/v1/write")
