@@ -665,11 +665,13 @@ def run(args):
         "uplinks: %s)" % (fabric.n, fabric.leaves, fabric.hpl, fabric.spines, args.peers, args.seed,
                           fabric.link_str(fault), args.fault_loss * 100, args.fault_after,
                           len(crossing), median))
-    say("layout %s, scrape interval %s, warm-up %.0f s" % (
-        args.layout, duration_arg(args.scrape_interval), args.warmup))
+    say("layout %s, scrape interval %s, warm-up %.0f s%s" % (
+        args.layout, duration_arg(args.scrape_interval), args.warmup,
+        ", %d busy processes beside (--hog)" % args.hog if args.hog else ""))
     r = Run(args)
     result = {"command": " ".join(sys.argv),
               "hosts": args.hosts, "layout": args.layout, "mode": args.mode, "seed": args.seed,
+              "hog": args.hog,
               "scrape_interval": args.scrape_interval, "warmup": args.warmup,
               "duration": args.duration, "fault_after": args.fault_after,
               "fault": fabric.link_str(fault), "pairs_crossing_fault": len(crossing),
@@ -1266,6 +1268,10 @@ def measure(args, fabric, want, r, result):
     for name, p in layout.procs.items():
         comp.add(name, p)
     comp.add("generator", gen)
+    # A starved machine (the store busy with dashboards, compaction, others' queries): busy
+    # processes beside everything, from the start to the end.
+    for i in range(args.hog):
+        r.start([sys.executable, "-c", "while True: pass"], "hog-%d" % i)
     loc = None
     if loc_port:
         argv = [args.localize, "--prometheus.url=" + layout.store_url,
@@ -1569,6 +1575,8 @@ def main():
     p.add_argument("--localize-scraped-by", choices=("one", "vm"), default="one",
                    help="layout scale, mode new: the shard whose hashmod keeps its address (the "
                         "shipped job ibfabric-localize), or VictoriaMetrics itself")
+    p.add_argument("--hog", type=int, default=0,
+                   help="busy processes run beside everything (a starved store): 0 by default")
     p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
     p.add_argument("--workdir", help="keep everything here (default: a temporary directory)")
     p.add_argument("--keep", action="store_true", help="keep the temporary directory")

@@ -38,6 +38,10 @@ void ProbeRun::fill(MetricsBuilder& out, CollectResult& result) {
             std::chrono::duration<double>(interval_).count());
   out.gauge("ibfabric_probe_peers", "Peers this node probes, after the max_peers subset.", {},
             static_cast<double>(peers_.size()));
+  out.gauge("ibfabric_probe_targets_unresolved",
+            "Configured MAD targets the subnet administrator does not know (a host that went "
+            "away, or a wrong name or GUID): not probed, and no failure of this collector.",
+            {}, static_cast<double>(unresolved_.size()));
   for (const auto& peer : peers_) {
     const auto& s = peer->stats;
     Labels l{{"peer", peer->name}, {"transport", peer->mad ? "mad" : "udp"}};

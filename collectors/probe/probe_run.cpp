@@ -248,6 +248,7 @@ void ProbeRun::update_peers() {
     if (wanted.emplace(key, w).second) candidates.push_back(w.target);
   };
   errors_.clear();
+  std::set<std::string> unresolved;
   for (const auto& t : config_.targets) {
     std::uint16_t lid = t.lid;
     if (lid == 0) {
@@ -271,8 +272,27 @@ void ProbeRun::update_peers() {
     if (lid != 0) {
       want(Wanted{t, true, {}, lid});
     } else if (resolved_once_) {
-      errors_.push_back("target " + t.name + ": not known to the SA");
+      // A host that went away leaves the SA's table: not this collector's failure, which
+      // would page once for each of its probers beside the host's own page. Said in
+      // ibfabric_probe_targets_unresolved and the log instead (a misspelt name shows there).
+      unresolved.insert(t.name);
     }
+  }
+  if (unresolved != unresolved_) {
+    for (const auto& name : unresolved) {
+      if (!unresolved_.count(name)) {
+        spdlog::warn(
+            "msg=\"probe target not known to the SA\" target=\"{}\" "
+            "hint=\"the host went away, or the name or GUID is wrong\"",
+            name);
+      }
+    }
+    for (const auto& name : unresolved_) {
+      if (!unresolved.count(name)) {
+        spdlog::info("msg=\"probe target known to the SA again\" target=\"{}\"", name);
+      }
+    }
+    unresolved_ = std::move(unresolved);
   }
   if (config_.discover) {
     // This node's own ports, as the latest listing saw them (records_ come from an SA lookup,

@@ -167,6 +167,7 @@ class ProbeRun : public std::enable_shared_from_this<ProbeRun> {
   boost::asio::steady_timer sweep_;
   std::vector<PeerPtr> peers_;
   std::vector<std::string> errors_;      // of the latest peer update
+  std::set<std::string> unresolved_;     // MAD targets the SA does not know, by name
   std::vector<std::string> mad_errors_;  // of the latest collection
   std::set<std::string> send_errors_;    // MAD probes not sent since the latest collection
   std::string responder_error_;
