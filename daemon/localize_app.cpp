@@ -286,6 +286,8 @@ class Evaluator {
         return "hosts' own trouble unknown: a host needs more lost probes to be named";
       case query::Part::symptoms:
         return "per-pair jitter and spike alerts see nothing";
+      case query::Part::jobs:
+        return "verdicts name no jobs (ibfabric:job_node: kube-state-metrics, or a job map)";
       case query::Part::probes:
         break;
     }
@@ -310,7 +312,7 @@ class Evaluator {
   std::set<std::string> named_;
   std::map<std::string, std::string> failing_;  // queries failing, and how
   std::set<std::string> invalid_logged_;
-  std::array<bool, query::kParts> part_usable_{true, true, true, true, true, true, true};
+  std::array<bool, query::kParts> part_usable_{true, true, true, true, true, true, true, true};
   std::map<localize::Culprit, double> named_at_;
   std::shared_ptr<const EvaluationReport> last_made_;  // the last evaluation that made verdicts
 };

@@ -161,7 +161,24 @@ std::string evidence_text(const Evidence& e, const Verdict& v) {
   return out;
 }
 
-void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
+// The jobs whose nodes are in a verdict's blast radius (the hosts whose probed paths cross its
+// culprit), most hurt first: by the number of their nodes in it, then by name.
+std::vector<std::pair<std::uint32_t, std::size_t>> jobs_hurt(const query::Reading& r,
+                                                             const Verdict& v) {
+  std::map<std::uint32_t, std::size_t> nodes;
+  for (auto h : v.blast_radius) {
+    if (h >= r.host_jobs.size()) continue;
+    for (auto j : r.host_jobs[h]) ++nodes[j];
+  }
+  std::vector<std::pair<std::uint32_t, std::size_t>> out(nodes.begin(), nodes.end());
+  std::sort(out.begin(), out.end(), [&](const auto& a, const auto& b) {
+    return std::tie(b.second, r.jobs[a.first]) < std::tie(a.second, r.jobs[b.first]);
+  });
+  return out;
+}
+
+void add_verdict(MetricsBuilder& out, const query::Reading& r, const Verdict& v) {
+  const Evidence& e = r.evidence;
   const Suspect& culprit = v.suspects.front();
   Labels id = identity(e, culprit);
   out.gauge("ibfabric_localize_suspect",
@@ -191,12 +208,29 @@ void add_verdict(MetricsBuilder& out, const Evidence& e, const Verdict& v) {
   info.emplace_back("equally_suspect", listed(equal, 8));
   info.emplace_back("blast_radius", listed(radius, 8));
   info.emplace_back("lacking", v.lacking.empty() ? "none" : v.lacking);
+  std::vector<std::string> jobs;
+  auto hurt = jobs_hurt(r, v);
+  for (const auto& [j, n] : hurt) {
+    jobs.push_back(r.jobs[j].first + "/" + r.jobs[j].second + " (" + std::to_string(n) +
+                   (n == 1 ? " node)" : " nodes)"));
+  }
+  info.emplace_back("jobs", listed(jobs, 8));
   out.info("ibfabric_localize_suspect_info",
            "Why a suspect is named: its cause (loss, late, congestion), the reason, its evidence "
            "in words (probes each way, both ends' counters, its daemon's own trouble), the pairs "
            "it explains (prober -> peer), what the probes cannot tell it from, the hosts "
-           "whose probed paths cross it, and the evidence it was made without (lacking).",
+           "whose probed paths cross it, the evidence it was made without (lacking), and the "
+           "training jobs on those hosts, most hurt first (jobs).",
            info);
+  for (const auto& [j, n] : hurt) {
+    Labels l = id;
+    l.emplace_back("namespace", r.jobs[j].first);
+    l.emplace_back("job_name", r.jobs[j].second);
+    out.gauge("ibfabric_localize_suspect_job",
+              "The training jobs a named culprit hurts (ibfabric:job_node): value, how many of "
+              "the job's nodes are among the hosts whose probed paths cross it.",
+              l, static_cast<double>(n));
+  }
   for (auto [what, value] :
        {std::pair{"sent", v.sent}, std::pair{"lost", v.lost}, std::pair{"late", v.late}}) {
     Labels l = id;
@@ -349,7 +383,7 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
   add_unexplained_pairs(out, made);
   if (!made.evaluated) return;
   const auto& m = made.reading.evidence;
-  for (const auto& v : made.verdicts) add_verdict(out, m, v);
+  for (const auto& v : made.verdicts) add_verdict(out, made.reading, v);
   for (const auto& v : made.withheld) {
     Labels l = identity(m, v.suspects.front());
     l.emplace_back("cause", v.cause);

@@ -32,6 +32,8 @@ const char* part_name(Part part) {
       return "congestion";
     case Part::symptoms:
       return "symptoms";
+    case Part::jobs:
+      return "jobs";
   }
   return "?";
 }
@@ -44,6 +46,7 @@ double max_age(Part part) {
     case Part::paths:
       return 600;
     case Part::daemons:
+    case Part::jobs:
       return 120;
     case Part::counters:
       return 900;
@@ -110,11 +113,14 @@ std::vector<Query> fixed_queries(const std::string& w) {
       {"late", std::string(kPairSum) + "(increase(ibfabric_probe_spikes_total[" + w + "]))", pair},
       {"newest", "max(timestamp(ibfabric_probe_node_info))", {}},
       {"nodes",
-       "max by (job, instance, node_guid, node_name) "
+       "max by (job, instance, node_guid, node_name, node) "
        "(last_over_time(ibfabric_probe_node_info{node_guid!=\"\"}[10m]))",
-       {"job", "instance", "node_guid", "node_name"},
+       {"job", "instance", "node_guid", "node_name", "node"},
        Part::hosts,
        true},
+      // Asked every evaluation: a job that ended must not stay in the next verdict.
+      {"jobs", "max by (namespace, job_name, node) (ibfabric:job_node)",
+       {"namespace", "job_name", "node"}, Part::jobs},
       {"path_marker", std::string(kDaemonSum) + "(ibfabric_path_traces_total)", daemon,
        Part::paths},
       {"stalls",
@@ -621,9 +627,23 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
       return it->second;
     };
     std::map<DaemonKey, HostId> daemon_host;
+    std::map<HostId, std::string> host_node;  // the host's node name, as Kubernetes has it
     if (const auto* nodes = use("nodes", Part::hosts, at, reading)) {
       for (const auto& s : *nodes) {
-        daemon_host[{s.labels[0], s.labels[1]}] = host(parse_guid(s.labels[2]), s.labels[3]);
+        HostId h = host(parse_guid(s.labels[2]), s.labels[3]);
+        daemon_host[{s.labels[0], s.labels[1]}] = h;
+        if (!s.labels[4].empty()) host_node[h] = s.labels[4];
+      }
+    }
+    // The jobs on each node (the last usable answer: none when the part is missing).
+    std::map<std::string, std::vector<std::uint32_t>> node_jobs;
+    if (const auto* jobs = use("jobs", Part::jobs, at, reading)) {
+      std::map<std::pair<std::string, std::string>, std::uint32_t> index;
+      for (const auto& s : *jobs) {
+        auto key = std::make_pair(s.labels[0], s.labels[1]);
+        auto [it, fresh_job] = index.emplace(key, static_cast<std::uint32_t>(index.size()));
+        if (fresh_job) reading.jobs.push_back(key);
+        node_jobs[s.labels[2]].push_back(it->second);
       }
     }
     // The daemons' own trouble.
@@ -718,6 +738,11 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
       e.pairs.push_back(std::move(pair));
     }
     e.cables = cables;
+    reading.host_jobs.resize(e.hosts.size());
+    for (const auto& [h, node] : host_node) {
+      auto it = node_jobs.find(node);
+      if (it != node_jobs.end()) reading.host_jobs[h] = it->second;
+    }
     return reading;
   }
 };

@@ -7,6 +7,7 @@
 //   hosts       which daemon is which node;          paths  where each pair's probes go;
 //   daemons     each daemon's own trouble;           counters  errors and discards of ports;
 //   congestion  the sending ports that wait;         symptoms  per-pair jitter and spikes;
+//   jobs        which training jobs run on which node (ibfabric:job_node);
 // every part but the probes keeps its last answer when a query fails or is slow, and is used
 // while younger than its maximum age (kMaxAge); a query still running when the evaluation's
 // budget ends keeps running in the background, and its answer serves the next evaluation.
@@ -34,8 +35,9 @@ enum class Part : std::uint8_t {
   counters,
   congestion,
   symptoms,
+  jobs,
 };
-constexpr std::size_t kParts = 7;
+constexpr std::size_t kParts = 8;
 const char* part_name(Part part);
 // The age (s) past which a kept part is not used: the hosts and the paths change rarely; the
 // daemons' trouble is a minute's; the counters are over 10 minutes and read every 6th time;
@@ -72,6 +74,10 @@ struct Reading {
     std::ptrdiff_t placed = -1;                   // its index in evidence.pairs, if placed
   };
   std::map<PairLabels, Symptoms> symptoms;
+  // The training jobs on each host (by its daemon's `node` label and ibfabric:job_node),
+  // parallel to evidence.hosts: indexes into `jobs`, (namespace, job name).
+  std::vector<std::pair<std::string, std::string>> jobs;
+  std::vector<std::vector<std::uint32_t>> host_jobs;
   // Probe evidence read fresh this time: false gives no verdict (`errors` says why).
   bool probes_read = false;
   std::array<PartState, kParts> parts{};

@@ -96,6 +96,12 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertIn("packets leaf-2 -> h3: 1080 of 3600 probes lost (30%)", info["evidence"])
         self.assertIn("h3 port 1 (its own daemon): 180 errors", info["evidence"])
         self.assertEqual(info["equally_suspect"], "none")
+        # The jobs on the hosts whose probed paths cross it (every host probes h3), most hurt
+        # first; not the job on a node of no such host.
+        self.assertEqual(info["jobs"], "train/llama (3 nodes), train/bert (2 nodes)")
+        self.assertEqual({(x.labels["namespace"], x.labels["job_name"]): x.value
+                          for x in find_samples(named, "ibfabric_localize_suspect_job")},
+                         {("train", "llama"): 3, ("train", "bert"): 2})
         self.assertEqual(self.value(named, "ibfabric_localize_up"), 1)
         self.assertEqual(self.value(named, "ibfabric_localize_pairs", state="placed"), 12)
         # The pairs the cable explains raise no probe alert of their own.
@@ -112,6 +118,10 @@ class LocalizeServiceTest(unittest.TestCase):
         self.api.marker = 2
         self.wait(lambda s: len(hop_queries()) == 2, "h1's paths read again")
         self.assertIn(instance("h1"), hop_queries()[1])
+        # A job that ended is gone from the next verdict.
+        del self.api.jobs[("train", "bert")]
+        self.wait(lambda s: len(find_samples(s, "ibfabric_localize_suspect_job")) == 1,
+                  "the ended job gone from the verdict")
         self.assertNotIn(instance("h2"), hop_queries()[1])
         time.sleep(2.5)
         self.assertEqual(len(hop_queries()), 2, "paths read again without a change")

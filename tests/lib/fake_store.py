@@ -82,6 +82,10 @@ class FakeApi:
         self.times = []  # the evaluation time of each query, as the localizer asked for it
         self.marker = 1
         self.counters = True  # h3's port counts the errors of its drops
+        # ibfabric:job_node: (namespace, job name) -> the nodes it runs on (each host's daemon
+        # carries its node name, the host's own here).
+        self.jobs = {("train", "llama"): ["h1", "h2", "h3"], ("train", "bert"): ["h3", "h4"],
+                     ("other", "elsewhere"): ["h9"]}
         outer = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -170,7 +174,11 @@ class FakeApi:
         if q.startswith("max(timestamp(ibfabric_probe_node_info"):
             return [series({}, now - self.newest_age)]
         if "ibfabric_probe_node_info" in q:
-            return [series(dict(daemon(h), node_guid=GUID[h], node_name=h), 1) for h in HOSTS]
+            return [series(dict(daemon(h), node_guid=GUID[h], node_name=h, node=h), 1)
+                    for h in HOSTS]
+        if "ibfabric:job_node" in q:
+            return [series({"namespace": ns, "job_name": name, "node": node}, 1)
+                    for (ns, name), nodes in self.jobs.items() for node in nodes]
         if "ibfabric_path_traces_total" in q:
             return [series(daemon(h), self.marker if h == "h1" else 1) for h in HOSTS]
         if q.startswith("ibfabric_path_hop_info"):
