@@ -9,6 +9,7 @@
 #include "exporters/prometheus/web_config.h"
 #include "localize/confirmer.h"
 #include "localize/explained.h"
+#include "localize/probe_plan.h"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/signal_set.hpp>
@@ -17,9 +18,13 @@
 #include <array>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
+#include <string_view>
 #include <thread>
 
 namespace ibfabric {
@@ -28,12 +33,45 @@ namespace ibfabric {
 
 namespace {
 
+// The probe plan (localize/probe_plan.h), as /probe-plan serves it: a host's planned peers, one
+// line each ("0x<GUID> <name>"), after a comment line. Swapped whole after each evaluation.
+class PlanDocument {
+ public:
+  void publish(std::map<std::uint64_t, std::string> lines) {
+    auto fresh = std::make_shared<const std::map<std::uint64_t, std::string>>(std::move(lines));
+    std::lock_guard lock(mutex_);
+    plan_ = std::move(fresh);
+  }
+  // `query`: node_guid=0x<16 hex digits>, the daemon's own (its ibfabric_probe_node_info).
+  std::string serve(std::string_view query) const {
+    std::string_view key = "node_guid=";
+    auto at = query.find(key);
+    std::string out = "# ibfabric-localize probe plan: the peers to probe first (docs/design.md)\n";
+    if (at == std::string_view::npos) return out + "# no node_guid=0x... in the query\n";
+    auto guid = std::strtoull(std::string(query.substr(at + key.size(), 18)).c_str(), nullptr, 16);
+    std::shared_ptr<const std::map<std::uint64_t, std::string>> plan;
+    {
+      std::lock_guard lock(mutex_);
+      plan = plan_;
+    }
+    if (!plan) return out;
+    auto it = plan->find(guid);
+    return it == plan->end() ? out : out + it->second;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::shared_ptr<const std::map<std::uint64_t, std::string>> plan_;
+};
+
 // Evaluates on a thread and io_context of its own; publishes each evaluation's snapshot.
 class Evaluator {
  public:
   Evaluator(const LocalizeOptions& o,
-            std::function<void(SnapshotPtr, const EvaluationReport&)> publish)
-      : options_(o),
+            std::function<void(SnapshotPtr, const EvaluationReport&)> publish,
+            PlanDocument* plan = nullptr)
+      : plan_(plan),
+        options_(o),
         reader_(io_, o.prometheus, o.reader),
         timer_(io_),
         publish_(std::move(publish)) {}
@@ -102,6 +140,7 @@ class Evaluator {
             r.waiting = suspects - r.verdicts.size() - r.withheld.size();
             fresh_next_ = r.waiting > 0;
             remember(r, at);
+            plan(r);
             r.attribution_seconds =
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
             r.evaluated = true;
@@ -174,6 +213,26 @@ class Evaluator {
     r.explained = localize::explained_pairs(r.reading.evidence, culprits);
   }
   static constexpr double kRemembered = 600;
+
+  // The probe plan from the jobs on the hosts (ibfabric:job_node): each multi-node job's hosts
+  // as a ring (localize/probe_plan.h).
+  void plan(EvaluationReport& r) {
+    const auto& e = r.reading.evidence;
+    std::vector<std::vector<std::uint64_t>> jobs(r.reading.jobs.size());
+    for (std::size_t h = 0; h < r.reading.host_jobs.size(); ++h) {
+      for (auto j : r.reading.host_jobs[h]) jobs[j].push_back(e.hosts[h].guid);
+    }
+    std::map<std::uint64_t, std::string> names;
+    for (const auto& host : e.hosts) names[host.guid] = host.name;
+    std::map<std::uint64_t, std::string> lines;
+    for (const auto& [host, peers] : localize::probe_plan(jobs)) {
+      auto& text = lines[host];
+      for (auto peer : peers) text += hex_guid(peer) + " " + names[peer] + "\n";
+    }
+    r.plan_hosts = lines.size();
+    for (const auto& hosts : jobs) r.plan_jobs += hosts.size() >= 2;
+    if (plan_) plan_->publish(std::move(lines));
+  }
 
   void log(const EvaluationReport& r) {
     // Queries that fail, once when they start, when how they fail changes, and when they
@@ -294,6 +353,7 @@ class Evaluator {
     return "";
   }
 
+  PlanDocument* plan_;
   const LocalizeOptions& options_;
   boost::asio::io_context io_;
   query::EvidenceReader reader_;
@@ -348,6 +408,8 @@ int run_localize(const LocalizeOptions& options) {
   http.not_ready = [&] {
     return published.load() ? std::vector<std::string>{} : std::vector<std::string>{"localize"};
   };
+  PlanDocument plan;
+  http.documents["/probe-plan"] = [&plan](std::string_view query) { return plan.serve(query); };
   Exporter exporter;
   HttpServer server(io, http, [&](const ScrapeRequest& request) {
     return exporter.scrape(request, store.named(), {"localize"}, live);
@@ -355,10 +417,13 @@ int run_localize(const LocalizeOptions& options) {
   spdlog::info("msg=\"ibfabric-localize started\" prometheus_url={} listen={} interval_s={}",
                options.prometheus.url, options.listen_address,
                std::chrono::duration<double>(options.interval).count());
-  Evaluator evaluator(options, [&](SnapshotPtr s, const EvaluationReport&) {
-    store.publish("localize", std::move(s));
-    published = true;
-  });
+  Evaluator evaluator(
+      options,
+      [&](SnapshotPtr s, const EvaluationReport&) {
+        store.publish("localize", std::move(s));
+        published = true;
+      },
+      &plan);
   evaluator.start();
   boost::asio::signal_set signals(io, SIGINT, SIGTERM);
   signals.async_wait([&](const boost::system::error_code&, int) {

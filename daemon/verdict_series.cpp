@@ -366,6 +366,13 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
   out.gauge("ibfabric_localize_path_daemons_read",
             "Daemons whose paths the last evaluation read again (their path trace marker moved).",
             {}, static_cast<double>(r.reading.path_instances_read));
+  out.gauge("ibfabric_localize_probe_plan_hosts",
+            "Hosts the probe plan (/probe-plan) gives peers: the hosts of jobs on more than one "
+            "node.",
+            {}, static_cast<double>(r.plan_hosts));
+  out.gauge("ibfabric_localize_probe_plan_jobs",
+            "Jobs on more than one node whose hosts the probe plan makes a ring of probed pairs.",
+            {}, static_cast<double>(r.plan_jobs));
   out.declare("ibfabric_localize_suspect", "", prometheus::MetricType::Gauge);
   out.declare("ibfabric_localize_withheld_info",
               "A suspect made but not named: evidence it needs is too old to use (lacking); "

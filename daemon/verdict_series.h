@@ -33,6 +33,7 @@ struct EvaluationReport {
   // An evaluation that failed shortly after one that did not: that one's verdicts (and pairs
   // no culprit explains) stay published, with their age (a store's hiccup blanks nothing).
   std::shared_ptr<const EvaluationReport> kept;
+  std::size_t plan_hosts = 0, plan_jobs = 0;  // the probe plan: hosts given peers, jobs covered
 };
 void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& report);
 

@@ -433,6 +433,12 @@ class HttpServer::Impl : public std::enable_shared_from_this<HttpServer::Impl> {
       }
       res.body() = std::move(scrape.body);
       connection->body = std::move(scrape.stream);
+    } else if (auto doc = options_.documents.find(std::string(target));
+               doc != options_.documents.end()) {
+      ++stats_.ok;
+      res.result(http::status::ok);
+      res.set(http::field::content_type, "text/plain; charset=utf-8");
+      res.body() = doc->second(query);
     } else if (target == "/") {
       ++stats_.ok;
       res.result(http::status::ok);

@@ -18,8 +18,10 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace ibfabric {
@@ -32,6 +34,9 @@ struct HttpServerOptions {
   // `/-/ready`: the names of what is not ready yet (collectors that have not published once);
   // empty means ready. Unset: always ready.
   std::function<std::vector<std::string>()> not_ready;
+  // Further plain-text documents, by path (ibfabric-localize's /probe-plan): the query string
+  // in, the body out, answered on the loop (keep them cheap). None by default.
+  std::map<std::string, std::function<std::string(std::string_view query)>> documents;
 };
 
 class HttpServer {

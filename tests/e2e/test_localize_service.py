@@ -23,7 +23,7 @@ import tempfile
 import time
 import unittest
 
-from fake_store import FakeApi, instance
+from fake_store import GUID, FakeApi, instance
 from ibfabric_testlib import find_samples, free_port, http_get, parse_exposition
 from pki import make_pki
 
@@ -118,6 +118,14 @@ class LocalizeServiceTest(unittest.TestCase):
         self.api.marker = 2
         self.wait(lambda s: len(hop_queries()) == 2, "h1's paths read again")
         self.assertIn(instance("h1"), hop_queries()[1])
+        # The probe plan: each job's hosts a ring in the order of their GUIDs; h3 is in both
+        # jobs (llama: h1 h2 h3, bert: h3 h4), so it probes h1 and h4 first.
+        status, _, plan = http_get("http://127.0.0.1:%d/probe-plan?node_guid=%s" % (
+            self.port, GUID["h3"]))
+        self.assertEqual(status, 200)
+        self.assertEqual([l for l in plan.splitlines() if not l.startswith("#")],
+                         ["%s h1" % GUID["h1"], "%s h4" % GUID["h4"]])
+        self.assertEqual(self.value(self.metrics(), "ibfabric_localize_probe_plan_jobs"), 2)
         # A job that ended is gone from the next verdict.
         del self.api.jobs[("train", "bert")]
         self.wait(lambda s: len(find_samples(s, "ibfabric_localize_suspect_job")) == 1,
