@@ -1,5 +1,7 @@
 #include "collectors/probe/probe_collector.h"
 
+#include "collectors/probe/probe_plan_client.h"
+
 #include "collectors/probe/probe_run.h"
 #include "config/config.h"
 #include "core/stable_hash.h"
@@ -197,6 +199,16 @@ CollectorSpec spec() {
             section.get_duration("rotate_every", c.rotate_every, std::chrono::nanoseconds{0});
         c.max_probes_per_second =
             section.get_double("max_probes_per_second", c.max_probes_per_second, 0.1, 100000);
+        c.plan_url = section.get_string("plan_url", c.plan_url);
+        if (!c.plan_url.empty()) {
+          try {
+            check_plan_url(c.plan_url);
+          } catch (const std::invalid_argument& e) {
+            section.fail("plan_url", e.what());
+          }
+        }
+        c.plan_interval =
+            section.get_duration("plan_interval", c.plan_interval, std::chrono::seconds(1));
         c.window = static_cast<std::size_t>(
             section.get_int("window", static_cast<std::int64_t>(c.window), 1, 100000));
         c.spike.multiplier = section.get_double("spike_multiplier", c.spike.multiplier, 1, 1000);

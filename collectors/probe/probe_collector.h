@@ -51,7 +51,11 @@ struct ProbeConfig {
   // every candidate is probed once every ceil(candidates / max_peers) periods.
   std::chrono::nanoseconds rotate_every{0};
   double max_probes_per_second = 100;  // over all peers
-  std::size_t window = 1024;           // RTTs behind the percentiles
+  // ibfabric-localize's probe plan (http[s]://HOST:PORT/probe-plan; "" none): the peers of the
+  // training jobs this node runs, probed first within max_peers, asked every plan_interval.
+  std::string plan_url;
+  std::chrono::nanoseconds plan_interval = std::chrono::seconds(30);
+  std::size_t window = 1024;  // RTTs behind the percentiles
   SpikeRule spike;
 };
 

@@ -38,6 +38,16 @@ void ProbeRun::fill(MetricsBuilder& out, CollectResult& result) {
             std::chrono::duration<double>(interval_).count());
   out.gauge("ibfabric_probe_peers", "Peers this node probes, after the max_peers subset.", {},
             static_cast<double>(peers_.size()));
+  if (!config_.plan_url.empty()) {
+    out.gauge("ibfabric_probe_plan_peers",
+              "Peers probed because ibfabric-localize's probe plan gave them (the training jobs "
+              "this node runs), within max_peers.",
+              {}, static_cast<double>(planned_));
+    out.gauge("ibfabric_probe_plan_up",
+              "1 when the last ask for the probe plan (plan_url) answered; its peers are kept "
+              "while it does not.",
+              {}, plan_up_.value_or(false) ? 1 : 0);
+  }
   out.gauge("ibfabric_probe_targets_unresolved",
             "Configured MAD targets the subnet administrator does not know (a host that went "
             "away, or a wrong name or GUID): not probed, and no failure of this collector.",

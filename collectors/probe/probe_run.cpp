@@ -99,13 +99,14 @@ ProbeRun::ProbeRun(asio::io_context& io, ProbeConfig config,
       socket_(io),
       responder_(io),
       sweep_(io),
-      wall_clock_(std::move(wall_clock)) {
+      wall_clock_(std::move(wall_clock)),
+      plan_timer_(io) {
   std::random_device random;
   token_ = (static_cast<std::uint64_t>(random()) << 32) | random();
   for (const auto& t : config_.targets) {
     if (t.guid != 0 || (t.mad() && !t.node_description.empty())) needs_sa_ = true;
   }
-  needs_sa_ = needs_sa_ || config_.discover;
+  needs_sa_ = needs_sa_ || config_.discover || !config_.plan_url.empty();
   has_infiniband_ = uses_mad();
 }
 
@@ -118,6 +119,51 @@ void ProbeRun::start() {
   if (!config_.udp_listen.empty()) open_responder();
   update_peers();
   arm_sweep();
+  if (!config_.plan_url.empty()) {
+    plan_client_ = std::make_unique<PlanClient>(io_, config_.plan_url);
+    ask_plan();
+  }
+}
+
+void ProbeRun::ask_plan() {
+  auto again = [w = weak_from_this()](std::chrono::nanoseconds after) {
+    auto self = w.lock();
+    if (!self) return;
+    self->plan_timer_.expires_after(after);
+    self->plan_timer_.async_wait([w](const boost::system::error_code& ec) {
+      if (auto self = w.lock(); self && !ec) self->ask_plan();
+    });
+  };
+  // Asked by this node's GUID: once the port it probes from is known.
+  if (node_guid_ == 0) return again(std::chrono::seconds(1));
+  auto timeout = std::min<std::chrono::nanoseconds>(config_.plan_interval, std::chrono::seconds(5));
+  plan_client_->fetch(node_guid_, timeout,
+                      [w = weak_from_this(), again](std::optional<std::vector<std::uint64_t>> plan,
+                                                    std::string error) {
+                        auto self = w.lock();
+                        if (!self) return;
+                        bool up = plan.has_value();
+                        // Said when it starts failing, when how it fails changes, and when it
+                        // answers again; a failing plan keeps the peers it gave last (a localizer
+                        // restarting is no reason to drop a job's pairs).
+                        if (!up && (self->plan_up_ != false || error != self->plan_error_)) {
+                          spdlog::warn("msg=\"probe plan not read\" url={} error=\"{}\"",
+                                       self->config_.plan_url, error);
+                        } else if (up && self->plan_up_ == false) {
+                          spdlog::info("msg=\"probe plan read again\" url={}",
+                                       self->config_.plan_url);
+                        }
+                        self->plan_up_ = up;
+                        self->plan_error_ = error;
+                        if (plan) self->set_plan(std::move(*plan));
+                        again(self->config_.plan_interval);
+                      });
+}
+
+void ProbeRun::set_plan(std::vector<std::uint64_t> plan) {
+  if (plan == plan_) return;
+  plan_ = std::move(plan);
+  update_peers();
 }
 
 bool ProbeRun::prepare_mad() {
@@ -236,6 +282,7 @@ void ProbeRun::stop() {
   socket_.close(ec);
   responder_.close(ec);
   sweep_.cancel();
+  plan_timer_.cancel();
   for (auto& peer : peers_) peer->timer.cancel();
   service_.reset();
 }
@@ -313,10 +360,32 @@ void ProbeRun::update_peers() {
       want(Wanted{t, true, {}, r.lid});
     }
   }
-  // The subset, by name, over both transports.
+  // The planned peers first (the training jobs this node runs: ibfabric-localize's plan), by
+  // the SA's records of their node GUID, within max_peers; then the subset, by name, over both
+  // transports, of the rest.
   std::set<std::string> chosen;
+  std::set<std::string> planned;
+  for (auto guid : plan_) {
+    if (planned.size() >= config_.max_peers) break;
+    auto r = std::find_if(records_.begin(), records_.end(), [&](const NodeRecord& r) {
+      return r.node_guid == guid && r.node_type == IB_NODE_CA &&
+             !own_port_guids_.count(r.port_guid);
+    });
+    if (r == records_.end()) continue;  // not (yet) in the SA's table: not probed
+    TargetConfig t;
+    t.name = node_names_->name(r->node_guid, r->description);
+    t.guid = r->port_guid;
+    want(Wanted{t, true, {}, r->lid});
+    planned.insert("mad|" + t.name);
+  }
+  chosen = planned;
+  planned_ = planned.size();
+  std::vector<TargetConfig> rest;
+  for (const auto& t : candidates) {
+    if (!planned.count((t.mad() ? "mad|" : "udp|") + t.name)) rest.push_back(t);
+  }
   slot_ = rotation_slot(config_.rotate_every, wall_clock_());
-  for (const auto& t : choose_peers(self_name(), candidates, config_.max_peers, slot_)) {
+  for (const auto& t : choose_peers(self_name(), rest, config_.max_peers - planned.size(), slot_)) {
     chosen.insert((t.mad() ? "mad|" : "udp|") + t.name);
   }
 

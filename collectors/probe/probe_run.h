@@ -12,6 +12,7 @@
 #include "collectors/peer_directory.h"
 #include "collectors/probe/mad_ping.h"
 #include "collectors/probe/probe_collector.h"
+#include "collectors/probe/probe_plan_client.h"
 #include "collectors/probe/probe_stats.h"
 #include "mad/engine.h"
 
@@ -77,6 +78,9 @@ class ProbeRun : public std::enable_shared_from_this<ProbeRun> {
 
   // A new rotation slot (rotate_every) draws the next subset of peers.
   void rotate();
+
+  // The probe plan's last answer (plan_url): the planned peers' node GUIDs. Public for tests.
+  void set_plan(std::vector<std::uint64_t> plan);
 
   // Serves ibping's class on the default port, or says why not. The engine resolves and opens
   // the port off the loop and registers the service as soon as it is open, without waiting for
@@ -192,6 +196,15 @@ class ProbeRun : public std::enable_shared_from_this<ProbeRun> {
   std::uint64_t slot_ = 0;  // the rotation slot of the current peers
   WallClock wall_clock_;
   bool started_ = false;
+  // The probe plan (plan_url): its client, the next ask, the peers it gave, whether the last
+  // ask answered (and what failed), the planned peers among this collection's.
+  void ask_plan();
+  std::unique_ptr<PlanClient> plan_client_;
+  boost::asio::steady_timer plan_timer_;
+  std::vector<std::uint64_t> plan_;
+  std::optional<bool> plan_up_;
+  std::string plan_error_;
+  std::size_t planned_ = 0;
 };
 
 }  // namespace ibfabric::probe

@@ -909,5 +909,49 @@ TEST(ProbeRun, ADefaultPortTheListingDoesNotHoldIsNotDescribed) {
   EXPECT_TRUE(samples(rig.collect(), "ibfabric_probe_node_info").empty());
 }
 
+// The probe plan (plan_url): the peers ibfabric-localize plans for this node (the training jobs
+// it runs) are probed first, within max_peers, found by their node GUID in the SA's table; the
+// rest of the subset is drawn from what is left. A planned node the SA does not know is not
+// probed (and does not take a slot).
+TEST(ProbeRun, PlannedPeersAreProbedFirstWithinMaxPeers) {
+  Rig rig;
+  auto config = mad_config({});
+  config.discover = true;
+  config.max_peers = 2;
+  rig.make(config);
+  rig.prober->start();
+  rig.prober->refresh_mad(own_ports(), "");
+  answer_table(*rig.engine,
+               {node_record(1, IB_NODE_CA, kOwnNode, kOwnPort, "this node"),
+                node_record(11, IB_NODE_CA, 0x0002c90300000a00, 0x0002c90300000a01, "a"),
+                node_record(12, IB_NODE_CA, 0x0002c90300000b00, 0x0002c90300000b01, "b"),
+                node_record(13, IB_NODE_CA, 0x0002c90300000c00, 0x0002c90300000c01, "c"),
+                node_record(14, IB_NODE_CA, 0x0002c90300000d00, 0x0002c90300000d01, "d")});
+  ASSERT_EQ(rig.directory->peers().size(), 2u);
+  // Whatever the subset drew, the planned node is among the two, and one other.
+  for (std::uint64_t planned : {0x0002c90300000a00ull, 0x0002c90300000d00ull}) {
+    rig.prober->set_plan({planned, 0x0002c90300000f00});  // 0x...0f00: not in the SA's table
+    auto peers = rig.directory->peers();
+    ASSERT_EQ(peers.size(), 2u);
+    std::string name = planned == 0x0002c90300000a00ull ? "a" : "d";
+    EXPECT_TRUE(peers[0].name == name || peers[1].name == name) << name;
+  }
+  rig.prober->set_plan({0x0002c90300000a00, 0x0002c90300000b00, 0x0002c90300000c00});
+  EXPECT_EQ(rig.directory->peers(),
+            (std::vector<ProbedPeer>{{"a", "mad", 11}, {"b", "mad", 12}}));  // max_peers
+}
+
+TEST(ProbePlanClient, TheBodyIsOneGuidALine) {
+  EXPECT_EQ(parse_plan("# ibfabric-localize probe plan\n0x0002c90300000a00 gpu-01\n\n"
+                       "0x0002C90300000B00\n"),
+            (std::vector<std::uint64_t>{0x0002c90300000a00, 0x0002c90300000b00}));
+  EXPECT_EQ(parse_plan(""), std::vector<std::uint64_t>{});
+  EXPECT_EQ(parse_plan("<html>not found</html>\n"), std::nullopt);
+  EXPECT_EQ(parse_plan("0x12 short\n"), std::nullopt);
+  EXPECT_THROW(check_plan_url("ibfabric-localize:10920"), std::invalid_argument);
+  EXPECT_THROW(check_plan_url("http://h:1/probe-plan?x=1"), std::invalid_argument);
+  EXPECT_NO_THROW(check_plan_url("https://[::1]:10920/probe-plan"));
+}
+
 }  // namespace
 }  // namespace ibfabric::probe
