@@ -6,7 +6,7 @@
 #include "core/node_names.h"
 #include "daemon/collector_runner.h"
 #include "daemon/options.h"
-#include "daemon/snapshot_store.h"
+#include "core/snapshot_store.h"
 #include "exporters/prometheus/http_server.h"
 #include "exporters/prometheus/render.h"
 #include "mad/engine.h"

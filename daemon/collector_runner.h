@@ -12,7 +12,7 @@
 
 #include "collectors/collector.h"
 #include "core/off_loop.h"
-#include "daemon/snapshot_store.h"
+#include "core/snapshot_store.h"
 
 #include <boost/asio/steady_timer.hpp>
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Fails when a source file includes a header by a path that climbs out of its include roots
-("../", or an absolute path), quoted or angled.
+("../", or an absolute path), quoted or angled; or when localize/ includes an I/O or clock
+header, or a header of another layer.
 
 The layers themselves (docs/design.md, "Layers") are the compiler's to enforce: each layer's
 library exposes an include root of its own and no include path covers the whole tree, so a
@@ -18,7 +19,14 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCES = (".h", ".cpp", ".c")
 FOLDERS = ("config", "core", "mad", "ib", "collectors", "exporters", "localize", "query", "daemon",
-           "tests", "bench")
+           "localizer", "tests", "bench")
+# localize/ is the attribution: pure code, no I/O (docs/design.md). Its library links nothing, but
+# the standard library's and the system's I/O headers are on every include path, so this check
+# holds it to its own headers and the standard library without I/O.
+NO_IO = "localize/"
+NO_IO_HEADERS = re.compile(r"^(fstream|iostream|istream|ostream|cstdio|stdio\.h|filesystem|"
+                           r"thread|future|chrono|ctime|random|boost/.*|unistd\.h|sys/.*|"
+                           r"spdlog/.*)$")
 
 
 def check(root):
@@ -34,6 +42,15 @@ def check(root):
                     text = f.read()
                 for m in INCLUDE.finditer(text):
                     target = m.group(2)
+                    if source.startswith(NO_IO) and (
+                            NO_IO_HEADERS.match(target) or
+                            (m.group(1) == '"' and not target.startswith(NO_IO))):
+                        line = text.count("\n", 0, m.start()) + 1
+                        problems.append(
+                            "%s:%d: #include %s: localize/ does no I/O and knows no clock: the "
+                            "standard library without I/O and its own headers only "
+                            "(docs/design.md, \"Layers\")" % (source, line, target))
+                        continue
                     if target.startswith("/") or ".." in target.split("/"):
                         line = text.count("\n", 0, m.start()) + 1
                         problems.append(

@@ -28,6 +28,8 @@ LAYER_SOURCE = {
     "exporters": "exporters/prometheus/render.cpp",
     "localize": "localize/localizer.cpp",
     "query": "query/evidence_reader.cpp",
+    "daemon": "daemon/app.cpp",
+    "localizer": "localizer/app.cpp",
 }
 
 # (layer, header, compiles?)
@@ -48,6 +50,17 @@ CASES = [
     ("core", "ibfabric/version.h", False),
     ("localize", "core/metrics.h", False),
     ("query", "exporters/prometheus/render.h", False),
+    ("localize", "query/evidence_reader.h", False),
+    ("localize", "mad/engine.h", False),
+    ("localize", "exporters/prometheus/render.h", False),
+    ("query", "collectors/collector.h", False),
+    ("query", "daemon/app.h", False),
+    ("query", "localizer/app.h", False),
+    # Two programs, two rooms: neither sees the other's.
+    ("daemon", "localizer/app.h", False),
+    ("localizer", "daemon/app.h", False),
+    ("localizer", "collectors/collector.h", False),
+    ("localizer", "mad/engine.h", False),
     # Along them.
     ("mad", "core/metrics.h", True),
     ("collector ports", "collectors/ports/ports_run.h", True),
@@ -58,6 +71,9 @@ CASES = [
     ("ib", "mad/attributes.h", True),
     ("exporters", "ibfabric/version.h", True),
     ("query", "localize/localizer.h", True),
+    ("localizer", "query/evidence_reader.h", True),
+    ("localizer", "core/snapshot_store.h", True),
+    ("daemon", "core/snapshot_store.h", True),
 ]
 
 
@@ -121,6 +137,12 @@ class LayersTest(unittest.TestCase):
             "mad/engine.h": "#include <../config/config.h>\n",
             # Along the roots: not reported.
             "collectors/sm/sm.cpp": '#include "collectors/sm/sm_decode.h"\n#include <vector>\n',
+            # localize/ does no I/O: an I/O or clock header, or another layer's, is reported;
+            # its own and the standard library's others are not.
+            "localize/io.cpp": "#include <fstream>\n",
+            "localize/clock.h": '#include <vector>\n#include "localize/evidence.h"\n'
+                                "#include <chrono>\n",
+            "localize/store.cpp": '#include "query/evidence_reader.h"\n',
         }
         with tempfile.TemporaryDirectory() as root:
             for path, text in files.items():
@@ -131,8 +153,10 @@ class LayersTest(unittest.TestCase):
                                  timeout=60)
         self.assertEqual(out.returncode, 1)
         reported = sorted(line.split(":")[0] for line in out.stderr.splitlines())
-        self.assertEqual(reported, ["collectors/ports/ports.cpp", "core/model.h", "mad/engine.h"])
+        self.assertEqual(reported, ["collectors/ports/ports.cpp", "core/model.h", "localize/clock.h",
+                                    "localize/io.cpp", "localize/store.cpp", "mad/engine.h"])
         self.assertIn('core/model.h:2: #include </usr/include/stdio.h> climbs out', out.stderr)
+        self.assertIn("localize/clock.h:3: #include chrono: localize/ does no I/O", out.stderr)
 
 
 if __name__ == "__main__":

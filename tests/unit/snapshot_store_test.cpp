@@ -1,7 +1,7 @@
 // SnapshotStore::published, which /-/ready is built on: once a collector has published, a later
 // remove() (a reload rebuilding it) does not make it unpublished.
 
-#include "daemon/snapshot_store.h"
+#include "core/snapshot_store.h"
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,7 @@
-#include "daemon/localize_app.h"
+#include "localizer/app.h"
 
 #include "core/metrics.h"
-#include "daemon/snapshot_store.h"
-#include "daemon/verdict_series.h"
+#include "core/snapshot_store.h"
 #include "exporters/prometheus/http_server.h"
 #include "exporters/prometheus/render.h"
 #include "exporters/prometheus/self_metrics.h"
@@ -10,6 +9,7 @@
 #include "localize/confirmer.h"
 #include "localize/explained.h"
 #include "localize/probe_plan.h"
+#include "localizer/verdict_series.h"
 
 #include <spdlog/spdlog.h>
 #include <boost/asio/signal_set.hpp>
@@ -27,7 +27,7 @@
 #include <string_view>
 #include <thread>
 
-namespace ibfabric {
+namespace ibfabric::localizer {
 
 // --- the service ----------------------------------------------------------------------------
 
@@ -67,8 +67,7 @@ class PlanDocument {
 // Evaluates on a thread and io_context of its own; publishes each evaluation's snapshot.
 class Evaluator {
  public:
-  Evaluator(const LocalizeOptions& o,
-            std::function<void(SnapshotPtr, const EvaluationReport&)> publish,
+  Evaluator(const Flags& o, std::function<void(SnapshotPtr, const EvaluationReport&)> publish,
             PlanDocument* plan = nullptr)
       : plan_(plan),
         options_(o),
@@ -354,7 +353,7 @@ class Evaluator {
   }
 
   PlanDocument* plan_;
-  const LocalizeOptions& options_;
+  const Flags& options_;
   boost::asio::io_context io_;
   query::EvidenceReader reader_;
   boost::asio::steady_timer timer_;
@@ -379,7 +378,7 @@ class Evaluator {
 
 }  // namespace
 
-int run_localize(const LocalizeOptions& options) {
+int run(const Flags& options) {
   spdlog::set_level(spdlog::level::from_str(options.log_level));
   SnapshotStore store;
   std::vector<LiveMetrics> live{[](MetricsBuilder& out) {
@@ -436,4 +435,4 @@ int run_localize(const LocalizeOptions& options) {
   return 0;
 }
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer

@@ -1,4 +1,4 @@
-#include "daemon/snapshot_store.h"
+#include "core/snapshot_store.h"
 
 #include <algorithm>
 

@@ -1,4 +1,4 @@
-#include "daemon/verdict_series.h"
+#include "localizer/verdict_series.h"
 
 #include "core/metrics.h"
 
@@ -6,7 +6,7 @@
 #include <map>
 #include <set>
 
-namespace ibfabric {
+namespace ibfabric::localizer {
 
 // --- verdicts as series ---------------------------------------------------------------------
 
@@ -399,4 +399,4 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
   }
 }
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer

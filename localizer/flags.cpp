@@ -1,4 +1,4 @@
-#include "daemon/localize_options.h"
+#include "localizer/flags.h"
 
 #include "config/config_section.h"
 
@@ -7,7 +7,7 @@
 #include <cmath>
 #include <stdexcept>
 
-namespace ibfabric {
+namespace ibfabric::localizer {
 
 namespace {
 
@@ -45,7 +45,7 @@ std::size_t bytes_flag(const std::string& flag, const std::string& text) {
 
 }  // namespace
 
-std::string localize_usage() {
+std::string usage() {
   return R"(Usage: ibfabric-localize [flags]
 
 Names the cable, host or congested port behind probe loss and late probes between hosts, from
@@ -82,8 +82,8 @@ its verdicts as series on its own /metrics (docs/design.md, "Who is to blame").
 )";
 }
 
-LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
-  LocalizeOptions o;
+Flags parse_flags(const std::vector<std::string>& args) {
+  Flags o;
   for (std::size_t i = 0; i < args.size(); ++i) {
     std::string arg = args[i], value;
     auto eq = arg.find('=');
@@ -185,4 +185,4 @@ LocalizeOptions parse_localize_options(const std::vector<std::string>& args) {
   return o;
 }
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer

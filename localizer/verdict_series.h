@@ -11,8 +11,10 @@
 #include <vector>
 
 namespace ibfabric {
-
 class MetricsBuilder;
+}  // namespace ibfabric
+
+namespace ibfabric::localizer {
 
 // How the log names a suspect: a cable by both ends, a congested port by its direction, a host.
 std::string display_name(const localize::Evidence& e, const localize::Suspect& s);
@@ -37,4 +39,4 @@ struct EvaluationReport {
 };
 void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& report);
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace ibfabric {
+namespace ibfabric::localizer {
 
-struct LocalizeOptions {
+struct Flags {
   query::ClientOptions prometheus = [] {
     query::ClientOptions c;
     c.url = "http://localhost:9090";
@@ -32,7 +32,7 @@ struct LocalizeOptions {
 };
 
 // Throws std::invalid_argument saying what is wrong and how to fix it.
-LocalizeOptions parse_localize_options(const std::vector<std::string>& args);
-std::string localize_usage();
+Flags parse_flags(const std::vector<std::string>& args);
+std::string usage();
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer

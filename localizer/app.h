@@ -6,10 +6,10 @@
 // io_context; reading and attribution on an io_context of their own, so a large result or a slow
 // store never holds a scrape.
 
-#include "daemon/localize_options.h"
+#include "localizer/flags.h"
 
-namespace ibfabric {
+namespace ibfabric::localizer {
 
-int run_localize(const LocalizeOptions& options);
+int run(const Flags& options);
 
-}  // namespace ibfabric
+}  // namespace ibfabric::localizer
