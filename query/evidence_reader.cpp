@@ -119,8 +119,10 @@ std::vector<Query> fixed_queries(const std::string& w) {
        Part::hosts,
        true},
       // Asked every evaluation: a job that ended must not stay in the next verdict.
-      {"jobs", "max by (namespace, job_name, node) (ibfabric:job_node)",
-       {"namespace", "job_name", "node"}, Part::jobs},
+      {"jobs",
+       "max by (namespace, job_name, node) (ibfabric:job_node)",
+       {"namespace", "job_name", "node"},
+       Part::jobs},
       {"path_marker", std::string(kDaemonSum) + "(ibfabric_path_traces_total)", daemon,
        Part::paths},
       {"stalls",
