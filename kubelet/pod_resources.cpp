@@ -1,4 +1,4 @@
-#include "collectors/sriov/kubelet_pod_resources.h"
+#include "kubelet/pod_resources.h"
 
 #include "pod_resources.grpc.pb.h"
 
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <string_view>
 
-namespace ibfabric::sriov {
+namespace ibfabric::kubelet {
 namespace {
 
 // The kubelet's own limit on what its pod-resources server sends (podresources
@@ -114,4 +114,4 @@ std::vector<DeviceAssignment> list_pod_devices(const std::string& socket_path,
   return out;
 }
 
-}  // namespace ibfabric::sriov
+}  // namespace ibfabric::kubelet

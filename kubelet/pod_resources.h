@@ -1,14 +1,15 @@
 #pragma once
 // Which pod holds which device, from the kubelet's pod-resources API (v1 PodResourcesLister
 // List, gRPC over the kubelet's Unix socket). One synchronous call bounded by its own deadline:
-// the sriov collector makes it during its collection. The proto types stay in the .cpp.
+// the `sriov` and `pods` collectors make it during their collections (through kubelet::Watch,
+// kubelet_watch.h). The proto types stay in the .cpp.
 
 #include <chrono>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace ibfabric::sriov {
+namespace ibfabric::kubelet {
 
 // One device id of one container's device plugin resource.
 struct DeviceAssignment {
@@ -19,8 +20,9 @@ struct DeviceAssignment {
   std::string device_id;  // the SR-IOV device plugin's are PCI addresses, "0000:af:00.2"
 };
 
-// A List call that did not give an answer. `reason` is the label value of
-// ibfabric_sriov_kubelet_errors_total: one of kKubeletErrorReasons.
+// A List call that did not give an answer. `reason` is the label value of the collectors'
+// kubelet error counters (ibfabric_sriov_kubelet_errors_total and the pods collector's):
+// one of kKubeletErrorReasons.
 class KubeletError : public std::runtime_error {
  public:
   KubeletError(std::string reason, const std::string& what)
@@ -46,4 +48,4 @@ inline constexpr const char* kKubeletErrorReasons[] = {
 std::vector<DeviceAssignment> list_pod_devices(const std::string& socket_path,
                                                std::chrono::milliseconds timeout);
 
-}  // namespace ibfabric::sriov
+}  // namespace ibfabric::kubelet
