@@ -23,8 +23,10 @@ LAYER_SOURCE = {
     "core": "core/metrics.cpp",
     "mad": "mad/engine.cpp",
     "ib": "ib/link_rate.cpp",
+    "kubelet": "kubelet/kubelet_watch.cpp",
     "collector interface": "collectors/collect_with_ports.cpp",
     "collector ports": "collectors/ports/ports_run.cpp",
+    "collector pods": "collectors/pods/pods_run.cpp",
     "exporters": "exporters/prometheus/render.cpp",
     "localize": "localize/localizer.cpp",
     "query": "query/evidence_reader.cpp",
@@ -48,6 +50,9 @@ CASES = [
     ("core", "ibfabric/version.h", False),
     ("localize", "core/metrics.h", False),
     ("query", "exporters/prometheus/render.h", False),
+    ("kubelet", "core/metrics.h", False),
+    ("kubelet", "collectors/collector.h", False),
+    ("collector ports", "kubelet/pod_resources.h", False),
     # Along them.
     ("mad", "core/metrics.h", True),
     ("collector ports", "collectors/ports/ports_run.h", True),
@@ -58,6 +63,8 @@ CASES = [
     ("ib", "mad/attributes.h", True),
     ("exporters", "ibfabric/version.h", True),
     ("query", "localize/localizer.h", True),
+    ("kubelet", "config/config_section.h", True),
+    ("collector pods", "kubelet/kubelet_watch.h", True),
 ]
 
 
