@@ -88,6 +88,8 @@ struct CollectorContext {
       std::make_shared<const std::vector<TransmitWaitTickRule>>();
   // Where collectors keep state across restarts ("" = nowhere): state_directory, docs/design.md.
   std::string state_directory = "";
+  // Where procfs is mounted (procfs_root, --procfs-root): /proc, or a fixture tree in tests.
+  std::string procfs_root = "/proc";
 };
 
 struct CollectorSpec {

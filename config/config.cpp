@@ -38,6 +38,7 @@ DaemonConfig parse_config(const std::string& text, const std::string& source,
 
   config.log_level = top.get_enum("log_level", config.log_level, kLogLevels);
   config.sysfs_root = top.get_string("sysfs_root", config.sysfs_root);
+  config.procfs_root = top.get_string("procfs_root", config.procfs_root);
   if (top.has("state_directory")) config.state_directory = top.get_string("state_directory", "");
   if (top.has("node_name_map")) {
     config.node_name_map = top.get_string("node_name_map", "");

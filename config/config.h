@@ -55,6 +55,8 @@ struct DaemonConfig {
   std::string web_config_file;  // TLS and basic auth; "" = plain HTTP, no auth
   WebLimits web_limits;
   std::string sysfs_root = "/sys";
+  // Where procfs is mounted: the pods collector reads the NVIDIA driver's driver/nvidia/gpus.
+  std::string procfs_root = "/proc";
   // infiniband-diags node-name-map; unset = rdma-core's default path, used only if it exists.
   std::optional<std::string> node_name_map;
   // Where the MAD collectors keep what must survive a restart (ib/state_store.h);

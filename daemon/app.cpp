@@ -110,6 +110,7 @@ DaemonConfig App::load_config() const {
   if (options_.listen_address) config.listen_address = *options_.listen_address;
   if (options_.web_config_file) config.web_config_file = *options_.web_config_file;
   if (options_.sysfs_root) config.sysfs_root = *options_.sysfs_root;
+  if (options_.procfs_root) config.procfs_root = *options_.procfs_root;
   if (options_.node_name_map) config.node_name_map = *options_.node_name_map;
   if (options_.log_level) config.log_level = *options_.log_level;
   for (auto& collector : config.collectors) {
@@ -173,6 +174,7 @@ std::vector<std::shared_ptr<CollectorRunner>> App::build_runners(
   // A context of its own, so that a rejected reload leaves the running one untouched.
   CollectorContext context = context_;
   context.sysfs_root = config.sysfs_root;
+  context.procfs_root = config.procfs_root;
   if (config.state_directory) {
     context.state_directory = *config.state_directory;
   } else if (const char* env = std::getenv("STATE_DIRECTORY"); env != nullptr) {
@@ -396,10 +398,11 @@ void App::reload() {
           config_.listen_address, next.listen_address);
     }
     // A collector whose inputs did not change keeps running, counters and all; one whose
-    // section (or the sysfs root, state directory, node names or PortXmitWait ticks every
+    // section (or the sysfs or procfs root, state directory, node names or PortXmitWait ticks every
     // collector reads) changed is replaced, with its runner's health counters carried over. Its
     // own counters start from 0, as after a restart (docs/configuration.md, "Reloading").
     const bool same_context = next.sysfs_root == config_.sysfs_root &&
+                              next.procfs_root == config_.procfs_root &&
                               next.state_directory == config_.state_directory &&
                               next.transmit_wait_ticks == config_.transmit_wait_ticks &&
                               next_names->same_names(*node_names_);

@@ -29,6 +29,7 @@ std::string usage() {
          "  --web.config.file FILE       TLS and basic auth (exporter-toolkit web config "
          "format)\n"
          "  --sysfs-root DIR             where sysfs is mounted (default /sys)\n"
+         "  --procfs-root DIR            where procfs is mounted (default /proc)\n"
          "  --node-name-map FILE         node names, infiniband-diags format (default "
          "/etc/rdma/ib-node-name-map if it exists)\n"
          "  --log.level LEVEL            trace, debug, info, warn, error (default info)\n"
@@ -71,6 +72,8 @@ Options parse_options(const std::vector<std::string>& args) {
       options.web_config_file = value();
     } else if (arg == "--sysfs-root") {
       options.sysfs_root = value();
+    } else if (arg == "--procfs-root") {
+      options.procfs_root = value();
     } else if (arg == "--node-name-map") {
       options.node_name_map = value();
     } else if (arg == "--log.level") {

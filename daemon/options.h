@@ -13,6 +13,7 @@ struct Options {
   std::optional<std::string> listen_address;
   std::optional<std::string> web_config_file;
   std::optional<std::string> sysfs_root;
+  std::optional<std::string> procfs_root;
   std::optional<std::string> node_name_map;
   std::optional<std::string> log_level;
   std::map<std::string, bool> collector_enabled;  // --collector.X / --no-collector.X

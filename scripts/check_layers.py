@@ -19,7 +19,7 @@ import sys
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 SOURCES = (".h", ".cpp", ".c")
 FOLDERS = ("config", "core", "mad", "ib", "collectors", "exporters", "localize", "query", "daemon",
-           "localizer", "tests", "bench")
+           "localizer", "kubelet", "tests", "bench")
 # localize/ is the attribution: pure code, no I/O (docs/design.md). Its library links nothing, but
 # the standard library's and the system's I/O headers are on every include path, so this check
 # holds it to its own headers and the standard library without I/O.

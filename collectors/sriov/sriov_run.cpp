@@ -1,16 +1,13 @@
 #include "collectors/sriov/sriov_run.h"
 
-#include "collectors/sriov/kubelet_pod_resources.h"
 #include "collectors/sriov/sriov_netlink.h"
 #include "collectors/sriov/sriov_sysfs.h"
 
 #include <linux/if_link.h>
 #include <spdlog/spdlog.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
-#include <cerrno>
 #include <cstdlib>
 #include <optional>
 #include <string_view>
@@ -269,56 +266,15 @@ void SriovRun::add_pods(MetricsBuilder& out, const std::vector<PfInventory>& pfs
   if (config_.kubelet.socket.empty()) return;
   for (const auto& family : kKubeletFamilies) out.declare(family.name, family.help, family.type);
 
-  // Checked on every run, so the pod series start when a kubelet does (a node joining a
-  // cluster, a kubelet restart re-creating its socket). A node without Kubernetes has no
-  // socket: nothing to say, nothing to log.
-  struct stat status {};
-  if (::stat(config_.kubelet.socket.c_str(), &status) != 0 &&
-      (errno == ENOENT || errno == ENOTDIR)) {
-    if (s_.kubelet_socket_seen) {
-      spdlog::info("sriov: kubelet pod-resources socket is gone socket={}", config_.kubelet.socket);
-    }
-    s_.kubelet_socket_seen = false;
-    s_.last_kubelet_reason.clear();
-    return;
+  const kubelet::Answer answer = s_.kubelet.ask(config_.kubelet);
+  if (!answer.socket_exists) return;
+  out.gauge(kKubeletUp, "", {}, answer.up ? 1 : 0);
+  const auto errors = s_.kubelet.errors();
+  for (const char* reason : kubelet::kKubeletErrorReasons) {
+    out.counter(kKubeletErrors, "", {{"reason", reason}}, static_cast<double>(errors.at(reason)));
   }
-  if (!s_.kubelet_socket_seen) {
-    spdlog::info("sriov: kubelet pod-resources socket found socket={}", config_.kubelet.socket);
-    s_.kubelet_socket_seen = true;
-  }
-
-  std::vector<DeviceAssignment> devices;
-  std::string reason;  // "" on success
-  std::string what;
-  try {
-    devices = list_pod_devices(config_.kubelet.socket, config_.kubelet.timeout);
-  } catch (const KubeletError& e) {
-    reason = e.reason();
-    what = e.what();
-  } catch (const std::exception& e) {
-    reason = "other";
-    what = e.what();
-  }
-  const bool up = reason.empty();
-  if (!up) ++s_.kubelet_errors[reason];
-  // A change is a change of reason: the details of one failure (which errno a dropped
-  // connection gave) vary from run to run and are not worth a line each.
-  if (reason != s_.last_kubelet_reason) {
-    if (!up) {
-      spdlog::warn("sriov: kubelet pod-resources List failed socket={} reason={} error=\"{}\"",
-                   config_.kubelet.socket, reason, what);
-    } else {
-      spdlog::info("sriov: kubelet pod-resources List works again socket={}",
-                   config_.kubelet.socket);
-    }
-    s_.last_kubelet_reason = reason;
-  }
-  out.gauge(kKubeletUp, "", {}, up ? 1 : 0);
-  for (const char* reason : kKubeletErrorReasons) {
-    out.counter(kKubeletErrors, "", {{"reason", reason}},
-                static_cast<double>(s_.kubelet_errors[reason]));
-  }
-  if (!up) return;
+  if (!answer.up) return;
+  const std::vector<kubelet::DeviceAssignment>& devices = answer.devices;
 
   struct VfRef {
     const PfInventory* pf;

@@ -6,6 +6,7 @@
 
 #include "collectors/collector.h"
 #include "core/metrics.h"
+#include "kubelet/kubelet_watch.h"
 
 #include <chrono>
 #include <cstdint>
@@ -20,17 +21,11 @@ namespace ibfabric::sriov {
 struct PfLink;
 struct PfInventory;
 
-// Where the kubelet's pod-resources socket is; an empty path: never ask.
-struct KubeletOptions {
-  std::string socket;
-  std::chrono::milliseconds timeout{2000};
-};
-
 // What the collector reads, from its keys (spec() reads them with their defaults; netlink and
 // netlink_timeout configure the NetlinkDump it is given).
 struct SriovConfig {
   std::string sysfs_root;  // --sysfs-root: /sys, or a fixture tree in tests
-  KubeletOptions kubelet;
+  kubelet::Options kubelet;
 };
 
 // Returns the links with VFs or throws NetlinkError.
@@ -45,11 +40,9 @@ struct SriovState {
   // Paths that are bad right now: logged when they turn bad and when they recover.
   std::set<std::string> bad_files;
   std::string last_netlink_error;
-  // Since start, per reason: ibfabric_sriov_kubelet_errors_total.
-  std::map<std::string, std::uint64_t> kubelet_errors;
-  bool kubelet_socket_seen = false;
-  // "" while the kubelet answers; else the reason of the failure logged last.
-  std::string last_kubelet_reason;
+  // The kubelet's socket, its failed calls since start (ibfabric_sriov_kubelet_errors_total)
+  // and what was logged about it.
+  kubelet::Watch kubelet{"sriov"};
 };
 
 class SriovRun {

@@ -23,8 +23,10 @@ LAYER_SOURCE = {
     "core": "core/metrics.cpp",
     "mad": "mad/engine.cpp",
     "ib": "ib/link_rate.cpp",
+    "kubelet": "kubelet/kubelet_watch.cpp",
     "collector interface": "collectors/collect_with_ports.cpp",
     "collector ports": "collectors/ports/ports_run.cpp",
+    "collector pods": "collectors/pods/pods_run.cpp",
     "exporters": "exporters/prometheus/render.cpp",
     "localize": "localize/localizer.cpp",
     "query": "query/evidence_reader.cpp",
@@ -61,6 +63,9 @@ CASES = [
     ("localizer", "daemon/app.h", False),
     ("localizer", "collectors/collector.h", False),
     ("localizer", "mad/engine.h", False),
+    ("kubelet", "core/metrics.h", False),
+    ("kubelet", "collectors/collector.h", False),
+    ("collector ports", "kubelet/pod_resources.h", False),
     # Along them.
     ("mad", "core/metrics.h", True),
     ("collector ports", "collectors/ports/ports_run.h", True),
@@ -74,6 +79,8 @@ CASES = [
     ("localizer", "query/evidence_reader.h", True),
     ("localizer", "core/snapshot_store.h", True),
     ("daemon", "core/snapshot_store.h", True),
+    ("kubelet", "config/config_section.h", True),
+    ("collector pods", "kubelet/kubelet_watch.h", True),
 ]
 
 

@@ -128,7 +128,7 @@ RESTART_EVERY = 10
 # no collector (the MAD engine's, the endpoint's, the process's, collector health) never vanish.
 OWNERS = {"ibfabric_sysfs_": "sysfs", "ibfabric_ports_": "ports", "ibfabric_fabric_": "fabric",
           "ibfabric_sm_": "sm", "ibfabric_sriov_": "sriov", "ibfabric_probe_": "probe",
-          "ibfabric_path_": "paths"}
+          "ibfabric_path_": "paths", "ibfabric_pods_": "pods", "ibfabric_pod_": "pods"}
 
 
 def proc_status(pid):

@@ -1,5 +1,5 @@
 // A stand-in for the kubelet's pod-resources endpoint, for integration tests: serves
-// PodResourcesLister List (collectors/sriov/pod_resources.proto, the kubelet's v1 wire format)
+// PodResourcesLister List (kubelet/pod_resources.proto, the kubelet's v1 wire format)
 // on a Unix socket, answering what a text file says at the time of each call, so a test can
 // add and remove pods while the daemon runs.
 //

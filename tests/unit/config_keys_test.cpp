@@ -45,6 +45,9 @@ collectors:
   probe:
     targets:
       - {address: "192.0.2.1:10917"}
+  pods:
+    rdma_shared_resources:
+      - {resource: rdma/hca_shared_devices_a, devices: [mlx5_0]}
 )";
 
 struct Recorded {

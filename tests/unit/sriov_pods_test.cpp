@@ -1,20 +1,18 @@
 // Which pod holds each VF, and each VF's NUMA node: the sriov collector on the fixture tree
 // tests/fixtures/sysfs/sriov-ib (8 VFs at 0000:af:00.1 .. 0000:af:01.0, numa_node 1) asking a
 // fake kubelet. The fake is a real gRPC server of the v1 pod-resources proto
-// (collectors/sriov/pod_resources.proto) on a Unix socket in a scratch directory; the
+// (kubelet/pod_resources.proto) on a Unix socket in a scratch directory; the
 // failure cases are sockets that refuse, hang, speak something else, or answer bytes that are
 // not the response message.
 
-#include "collectors/sriov/kubelet_pod_resources.h"
 #include "collectors/sriov/sriov_collector.h"
 #include "collectors/sriov/sriov_sysfs.h"
+#include "kubelet/pod_resources.h"
 
-#include "pod_resources.grpc.pb.h"
 #include "tests/unit/collector_test_support.h"
+#include "tests/unit/fake_kubelet.h"
 
 #include <grp.h>
-#include <grpcpp/generic/async_generic_service.h>
-#include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -34,6 +32,9 @@ namespace ibfabric::sriov {
 namespace {
 
 using namespace ibfabric::test_support;
+using kubelet::kKubeletErrorReasons;
+using kubelet::KubeletError;
+using kubelet::list_pod_devices;
 
 namespace fs = std::filesystem;
 
@@ -59,97 +60,6 @@ std::unique_ptr<Collector> make_with_kubelet(const std::string& socket,
   return make(fixture("sriov-ib"), "{netlink: false, kubelet_socket: '" + socket +
                                        "', kubelet_timeout: " + timeout + "}");
 }
-
-struct Held {
-  std::string namespace_name, pod, container, resource;
-  std::vector<std::string> device_ids;
-};
-
-v1::ListPodResourcesResponse answer(const std::vector<Held>& held) {
-  v1::ListPodResourcesResponse response;
-  for (const auto& h : held) {
-    v1::PodResources* pod = nullptr;
-    for (auto& existing : *response.mutable_pod_resources()) {
-      if (existing.name() == h.pod && existing.namespace_() == h.namespace_name) pod = &existing;
-    }
-    if (!pod) {
-      pod = response.add_pod_resources();
-      pod->set_name(h.pod);
-      pod->set_namespace_(h.namespace_name);
-    }
-    auto* container = pod->add_containers();
-    container->set_name(h.container);
-    container->add_cpu_ids(4);
-    auto* devices = container->add_devices();
-    devices->set_resource_name(h.resource);
-    for (const auto& id : h.device_ids) devices->add_device_ids(id);
-    devices->mutable_topology()->add_nodes()->set_id(1);
-  }
-  return response;
-}
-
-// The kubelet's PodResourcesLister, answering what the test sets.
-class FakeKubelet final : public v1::PodResourcesLister::Service {
- public:
-  grpc::Status List(grpc::ServerContext*, const v1::ListPodResourcesRequest*,
-                    v1::ListPodResourcesResponse* response) override {
-    std::lock_guard lock(mutex_);
-    ++calls_;
-    *response = answer_;
-    if (garbled_) {
-      // Field 1 (pod_resources) whose bytes are a varint cut short: valid HTTP/2 and gRPC
-      // framing around a message that does not parse.
-      response->GetReflection()->MutableUnknownFields(response)->AddLengthDelimited(
-          1, std::string("\xff\xff\xff", 3));
-    }
-    return grpc::Status::OK;
-  }
-  void answer_with(v1::ListPodResourcesResponse response) {
-    std::lock_guard lock(mutex_);
-    answer_ = std::move(response);
-    garbled_ = false;
-  }
-  void garble() {
-    std::lock_guard lock(mutex_);
-    garbled_ = true;
-  }
-  int calls() {
-    std::lock_guard lock(mutex_);
-    return calls_;
-  }
-
- private:
-  std::mutex mutex_;
-  v1::ListPodResourcesResponse answer_;
-  bool garbled_ = false;
-  int calls_ = 0;
-};
-
-// A gRPC server on a Unix socket; `service` null: a server without the pod-resources service
-// (a kubelet that does not serve v1), answering every call UNIMPLEMENTED.
-class GrpcServer {
- public:
-  GrpcServer(const std::string& socket, grpc::Service* service) {
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-    if (service) {
-      builder.RegisterService(service);
-    } else {
-      builder.RegisterCallbackGenericService(&unimplemented_);
-    }
-    server_ = builder.BuildAndStart();
-    EXPECT_TRUE(server_) << "cannot serve on " << socket;
-  }
-  ~GrpcServer() { stop(); }
-  void stop() {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now());
-    server_.reset();
-  }
-
- private:
-  grpc::CallbackGenericService unimplemented_;
-  std::unique_ptr<grpc::Server> server_;
-};
 
 // A Unix stream socket bound at `path`: listening or not, accepting or not.
 class PlainSocket {
