@@ -1351,6 +1351,9 @@ JOB_PAIRS = ("max by (job, instance, node, peer, transport, peer_node) ("
              "ibfabric_path_peer_info{%s} * on (peer_node_guid) group_left (peer_node) %s)"
              % (JSEL, JOB_PEERS))
 JOB_PAIR_LEGEND = "{{node}} -> {{peer_node}} ({{transport}})"
+# Its daemons by node: the recording rules of the ports keep (job, instance, device, port, side)
+# only, so their series reach the node through the daemon's instance.
+JOB_DAEMONS = "group by (job, instance, node) (ibfabric_build_info{%s})" % JSEL
 # The cables the probes between its nodes cross (either leg), one row per cable, named as
 # ibfabric_fabric_link_info{cable_end="a"} names it.
 CABLE = "node_guid, port, node_name, remote_node_guid, remote_port, remote_node_name"
@@ -1395,6 +1398,12 @@ def job_named(expr):
 
 def job_ports(metric, extra=""):
     return "max by (%s) (%s{%s%s})" % (JOB_PORT, metric, JSEL, extra)
+
+
+def job_record(record):
+    """A recording rule's series of its nodes' ports (by JOB_PORT)."""
+    return ('max by (%s) (%s{job=~"$job"} * on (job, instance) group_left (node) %s)'
+            % (JOB_PORT, record, JOB_DAEMONS))
 
 
 def on_cables(expr, keys):
@@ -1564,9 +1573,8 @@ def job():
         target(job_named("sum by (%s) (%s)" % (JOB_PORT, " + ".join(
             "increase(ibfabric_ports_%s_total{%s}[$__range])" % (c, JSEL) for c in LINK_ERRORS))),
             "errors in range", ref="F", instant=True, fmt="table"),
-        target(job_named("max by (%s) (ibfabric:ports_transmit_wait_share:rate5m{%s})"
-                         % (JOB_PORT, JSEL)), "waiting share", ref="G", instant=True,
-               fmt="table"))
+        target(job_named(job_record("ibfabric:ports_transmit_wait_share:rate5m")),
+               "waiting share", ref="G", instant=True, fmt="table"))
     state["fieldConfig"]["overrides"] = [{
         "matcher": {"id": "byName", "options": "Value #A"},
         "properties": [{"id": "mappings", "value": [{"type": "value", "options": {
@@ -1589,12 +1597,11 @@ def job():
         "(ibfabric:ports_transmit_wait_share:rate5m), and PortXmitWait ticks per word sent "
         "where it is not (ibfabric:ports_transmit_wait_per_word:rate5m, above 1: it waits more "
         "than it sends), top 10 each.", "percentunit",
-        target("topk(10, %s)" % job_named("max by (%s) (ibfabric:ports_transmit_wait_share:rate5m"
-                                          "{%s})" % (JOB_PORT, JSEL)), "share " + port_legend),
-        target("topk(10, %s)" % job_named("max by (%s) ("
-                                          "ibfabric:ports_transmit_wait_per_word:rate5m{%s})"
-                                          % (JOB_PORT, JSEL)),
-               "ticks/word " + port_legend, ref="B")), "IbfabricCongestion"), 12, 8)
+        target("topk(10, %s)" % job_named(job_record(
+            "ibfabric:ports_transmit_wait_share:rate5m")), "share " + port_legend),
+        target("topk(10, %s)" % job_named(job_record(
+            "ibfabric:ports_transmit_wait_per_word:rate5m")), "ticks/word " + port_legend,
+            ref="B")), "IbfabricCongestion"), 12, 8)
     lay.add(table(
         "Ports its pods use",
         "Which of its pods uses which local port (ibfabric_pod_port_info from the daemon's pods "
