@@ -26,7 +26,8 @@ It also serves dcgm-exporter's DCGM_FI_DEV_GPU_UTIL (2 GPUs a node, Hostname the
 2 % of the packets into the cable of one of llama's hosts are dropped: IbfabricSuspectLink names
 the cable and its description says "Jobs it hurts (most first): train/llama (3 nodes),
 train/bert (2 nodes), data/etl (1 node)." and nothing of inference/serve; its dashboard_url
-opens the job board on train/llama. Every query of the job board (tests/lib/shipped.py, the
+opens the job board on train/llama, and the landing board's "Jobs the culprits hurt" has a row
+for each of the three. Every query of the job board (tests/lib/shipped.py, the
 variables as Grafana sets them for train/llama) returns data, and only of llama's nodes (but
 "Ports its pods use": ibfabric_pod_port_info comes from the pods collector, not in this build).
 Then bert's pod on one node is deleted (its series dropped, as kube-state-metrics drops them)
@@ -367,6 +368,14 @@ class JobsEndToEnd(unittest.TestCase):
             self.assertEqual(self.jobs_named(), {("train", "llama"): 3, ("train", "bert"): 2,
                                                  ("data", "etl"): 1})
             self.check_job_board(cable)
+            # The landing board's way there: a row per culprit and job it hurts.
+            [(_, _, expr)] = [q for q in dashboard_queries("4s")
+                              if q[1] == "Jobs the culprits hurt"]
+            self.assertEqual(sorted((r["metric"]["namespace"], r["metric"]["job_name"],
+                                     r["metric"]["kind"], r["value"][1])
+                                    for r in self.prom.query(expr)),
+                             [("data", "etl", "cable", "1"), ("train", "bert", "cable", "2"),
+                              ("train", "llama", "cable", "3")])
 
             # bert's pod on gpu-a4 is deleted; etl's there completes.
             def end(pods):

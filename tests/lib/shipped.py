@@ -53,7 +53,7 @@ NO_DATA_HERE = {
     "Unexplained RTT spikes": "spikes on loopback only now and then",
     "Localizer query failures per second": "no localizer query fails",
     "Daemons down, collectors failing or stuck": "every daemon up, every collector working",
-    # The training jobs a culprit hurts: none named here (test_jobs checks it).
+    # The training jobs a culprit hurts: no culprit and no job here (test_jobs checks it).
     "Jobs the culprits hurt": "no culprit named, no kube-state-metrics",
 }
 JOB_BOARD = "ibfabric-job.json"
