@@ -39,36 +39,40 @@ ALERT_NAMES, RUNBOOK = read_rules()
 ONCALL_UID = "ibfabric-oncall"
 
 
-def variables(instance_multi=True, extra=()):
-    def query_var(name, label, query, multi, include_all):
-        v = {
-            "name": name,
-            "label": label,
-            "type": "query",
-            "datasource": DS,
-            "definition": query,
-            "query": {"query": query, "refId": name},
-            "refresh": 2,
-            "sort": 1,
-            "multi": multi,
-            "includeAll": include_all,
-            "current": {},
-            "hide": 0,
-        }
-        if include_all:
-            v["allValue"] = ".+"
-        return v
+def query_var(name, label, query, multi, include_all, all_value=".+"):
+    v = {
+        "name": name,
+        "label": label,
+        "type": "query",
+        "datasource": DS,
+        "definition": query,
+        "query": {"query": query, "refId": name},
+        "refresh": 2,
+        "sort": 1,
+        "multi": multi,
+        "includeAll": include_all,
+        "current": {},
+        "hide": 0,
+    }
+    if include_all and all_value is not None:
+        v["allValue"] = all_value
+    return v
 
+
+DATASOURCE_VAR = {
+    "name": "datasource",
+    "label": "Data source",
+    "type": "datasource",
+    "query": "prometheus",
+    "current": {},
+    "hide": 0,
+    "refresh": 1,
+}
+
+
+def variables(instance_multi=True, extra=()):
     out = [
-        {
-            "name": "datasource",
-            "label": "Data source",
-            "type": "datasource",
-            "query": "prometheus",
-            "current": {},
-            "hide": 0,
-            "refresh": 1,
-        },
+        dict(DATASOURCE_VAR),
         query_var("job", "Job", "label_values(ibfabric_build_info, job)", False, False),
         query_var("instance", "Instance", 'label_values(ibfabric_build_info{job=~"$job"}, instance)',
                   instance_multi, instance_multi),
@@ -916,7 +920,7 @@ def suspects_table():
                 "loss ratio"),
                (by_suspect(probes % "late"), "late probes"),
                (by_suspect("ibfabric_localize_suspect_info", ", cause, equally_suspect, "
-                           "blast_radius, lacking, why, evidence, pairs"), "named")]
+                           "blast_radius, jobs, lacking, why, evidence, pairs"), "named")]
     targets = [target(expr, legend, ref="ABCDEFG"[n], instant=True, fmt="table")
                for n, (expr, legend) in enumerate(columns)]
     return linked(table(
@@ -926,11 +930,13 @@ def suspects_table():
         "ends (kind cable), a host (kind host) or a congested sending port (kind "
         "congestion, to the port after it), the probe pairs it explains, the probes lost "
         "and late of its pairs, its cause, what the probes cannot tell it from "
-        "(equally_suspect), the hosts whose probed paths cross it (blast_radius), the evidence "
-        "it was made without (lacking: none, or counters, daemons, congestion), why, its "
-        "evidence in words, and its pairs (prober -> peer). Hover a cell for the whole text. "
-        "Cluster-wide: not filtered by instance or peer.", "none",
-        *targets), "IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion")
+        "(equally_suspect), the hosts whose probed paths cross it (blast_radius), the training "
+        "jobs on those hosts, most hurt first (jobs; the training job board shows one), the "
+        "evidence it was made without (lacking: none, or counters, daemons, congestion), why, "
+        "its evidence in words, and its pairs (prober -> peer). Hover a cell for the whole "
+        "text. Cluster-wide: not filtered by instance or peer.", "none",
+        *targets), "IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion",
+        boards=[(JOB_UID, "Training job board")])
 
 
 def alerts_table(title, state, description, runbook):
@@ -987,6 +993,23 @@ def oncall():
 
     lay.row("Culprits ibfabric-localize names now")
     lay.add(suspects_table(), 24, 8)
+    hurt = table(
+        "Jobs the culprits hurt",
+        "Each training job a culprit named now hurts (ibfabric_localize_suspect_job: its nodes "
+        "among the hosts whose probed paths cross the culprit), by culprit, most hurt first; "
+        "click a row for the training job board of that job (its nodes, ports, probes, cables, "
+        "and GPU utilisation beside the fabric's evidence).", "none",
+        target('sort_desc(max by (namespace, job_name, kind, suspect) (label_join('
+               'ibfabric_localize_suspect_job, "suspect", " ", "node_name", "port", '
+               '"remote_node_name", "remote_port")))', "its nodes hurt", instant=True,
+               fmt="table"))
+    hurt["fieldConfig"]["defaults"]["links"] = [{
+        "title": "Training job board: ${__data.fields.namespace}/${__data.fields.job_name}",
+        "url": "/d/%s?${__url_time_range}&${datasource:queryparam}&${job:queryparam}"
+               "&var-namespace=${__data.fields.namespace}&var-job_name=${__data.fields.job_name}"
+               % JOB_UID, "targetBlank": False}]
+    lay.add(linked(hurt, "IbfabricSuspectLink", "IbfabricSuspectHost",
+                   "IbfabricSuspectCongestion", boards=[(JOB_UID, "Training job board")]), 24, 5)
     lay.add(linked(table(
         "Suspects withheld",
         "Suspects ibfabric-localize made but does not name, because evidence they need is too "
@@ -1304,6 +1327,381 @@ def rdma_nics():
                      "and impaired remotes.", lay, variables(extra=extra))
 
 
+# --- The job board: one training job, chosen by namespace and job name ---------------------
+# Its nodes are those ibfabric:job_node gives it (kube-state-metrics, or a scheduler's job map):
+# the hidden variable `node`, every value selected. The daemons' series carry the node's name in
+# their `node` label (a target label: the ServiceMonitor's, or the scrape config's), so every
+# daemon query of this board selects job=~"$job",node=~"$node" instead of an instance (the lint's
+# one exception, tests/e2e/test_dashboards.py); the fabric sweep's counters, read by whichever
+# daemon sweeps the switch, select instance=~".+" as elsewhere.
+JOB_UID = "ibfabric-job"
+JSEL = 'job=~"$job",node=~"$node"'
+SWEEP = 'job=~"$job",instance=~".+"'
+THE_JOB = 'namespace="$namespace",job_name="$job_name"'
+JOB_PORT = "node, instance, device, port, side"
+# The probe pairs between two of its nodes, by the prober's series (job, instance, peer,
+# transport), with the peer's node as `peer_node`: the peer's port (ibfabric_path_peer_info
+# peer_node_guid, which the paths collector resolves) is the node GUID of the daemon whose
+# ibfabric_probe_node_info names it, and that daemon's `node` label is the peer's node. The
+# prober is one of its nodes by its own `node` label, the peer by that join: both must be.
+JOB_PEERS = ('label_replace(label_replace(topk by (node_guid) (1, max by (node_guid, node) ('
+             'ibfabric_probe_node_info{%s,node_guid!=""})), "peer_node_guid", "$1", '
+             '"node_guid", "(.+)"), "peer_node", "$1", "node", "(.+)")' % JSEL)
+JOB_PAIRS = ("max by (job, instance, node, peer, transport, peer_node) ("
+             "ibfabric_path_peer_info{%s} * on (peer_node_guid) group_left (peer_node) %s)"
+             % (JSEL, JOB_PEERS))
+JOB_PAIR_LEGEND = "{{node}} -> {{peer_node}} ({{transport}})"
+# Its daemons by node: the recording rules of the ports keep (job, instance, device, port, side)
+# only, so their series reach the node through the daemon's instance.
+JOB_DAEMONS = "group by (job, instance, node) (ibfabric_build_info{%s})" % JSEL
+# The cables the probes between its nodes cross (either leg), one row per cable, named as
+# ibfabric_fabric_link_info{cable_end="a"} names it.
+CABLE = "node_guid, port, node_name, remote_node_guid, remote_port, remote_node_name"
+JOB_HOPS = ("ibfabric_path_hop_info{%s} * on (job, instance, peer, transport) group_left () %s"
+            % (JSEL, JOB_PAIRS))
+# A GPU's node: dcgm-exporter's Hostname (its NODE_NAME, which its Helm chart and the GPU
+# Operator set to the Kubernetes node's name), else a kubernetes_node or node label a scrape
+# config gave it.
+GPU_UTIL = ('(label_replace(DCGM_FI_DEV_GPU_UTIL{Hostname=~"$node"}, "node", "$1", "Hostname", '
+            '"(.+)") or label_replace(DCGM_FI_DEV_GPU_UTIL{kubernetes_node=~"$node"}, "node", '
+            '"$1", "kubernetes_node", "(.+)") or DCGM_FI_DEV_GPU_UTIL{node=~"$node"})')
+LINK_ERRORS = ("symbol_errors", "link_error_recoveries", "link_downed", "receive_errors")
+
+
+def job_variables():
+    """The data source, the daemons' scrape job, the training job by namespace and name, and its
+    nodes: hidden, every one selected (All is the list of its nodes, not a wildcard)."""
+    node = query_var("node", "Its nodes",
+                     'label_values(ibfabric:job_node{%s}, node)' % THE_JOB, True, True,
+                     all_value=None)
+    node["hide"] = 2
+    node["current"] = {"selected": True, "text": ["All"], "value": ["$__all"]}
+    return [
+        dict(DATASOURCE_VAR),
+        query_var("job", "Daemons' scrape job", "label_values(ibfabric_build_info, job)", False,
+                  False),
+        query_var("namespace", "Namespace", "label_values(ibfabric:job_node, namespace)", False,
+                  False),
+        query_var("job_name", "Training job",
+                  'label_values(ibfabric:job_node{namespace="$namespace"}, job_name)', False,
+                  False),
+        node,
+    ]
+
+
+def job_named(expr):
+    """`expr` (by JOB_PORT) with the names of the port's node and of its far end."""
+    info = "topk by (instance, device, port) (1, ibfabric_ports_peer_info{%s})" % JSEL
+    return ("(%s) * on (instance, device, port) group_left (node_name, peer_node_name, peer_port) "
+            "%s or (%s) unless on (instance, device, port) %s" % (expr, info, expr, info))
+
+
+def job_ports(metric, extra=""):
+    return "max by (%s) (%s{%s%s})" % (JOB_PORT, metric, JSEL, extra)
+
+
+def job_record(record):
+    """A recording rule's series of its nodes' ports (by JOB_PORT)."""
+    return ('max by (%s) (%s{job=~"$job"} * on (job, instance) group_left (node) %s)'
+            % (JOB_PORT, record, JOB_DAEMONS))
+
+
+def on_cables(expr, keys):
+    """`expr` (one value per `keys`: node_guid, port or remote_node_guid, remote_port) on each
+    cable of the paths between its nodes that has it."""
+    return "max by (%s) (group by (%s) (%s) * on (%s) group_left () (%s))" % (
+        CABLE, CABLE, JOB_HOPS, keys, expr)
+
+
+def cable_end(fabric_expr, ports_expr, far):
+    """A value at one end of each cable by (node_guid, port), the "a" end, or (remote_node_guid,
+    remote_port), the "b" end if `far`: from the fabric sweep (`fabric_expr`, by node_guid, port),
+    else from the daemon of the host at that cable (`ports_expr`, by instance, device, port: side
+    peer is the switch port facing the host, the "a" end of a host's cable; side local the host's
+    own port, its "b" end), where @SIDE@ in `ports_expr` stands for the side's matcher."""
+    info = "topk by (instance, device, port) (1, ibfabric_ports_peer_info{%s})" % JSEL
+    if far:
+        host = ("max by (node_guid, port) ((%s) * on (instance, device, port) group_left "
+                "(node_guid) %s)" % (ports_expr.replace("@SIDE@", ',side="local"'), info))
+    else:
+        host = ('max by (node_guid, port) (label_replace(label_replace((%s) * on (instance, '
+                'device, port) group_left (peer_node_guid, peer_port) %s, "node_guid", "$1", '
+                '"peer_node_guid", "(.+)"), "port", "$1", "peer_port", "(.+)"))'
+                % (ports_expr.replace("@SIDE@", ',side="peer"'), info))
+    expr = "max by (node_guid, port) (%s) or %s" % (fabric_expr, host)
+    if not far:
+        return on_cables(expr, "node_guid, port")
+    expr = ('max by (remote_node_guid, remote_port) (label_replace(label_replace(%s, '
+            '"remote_node_guid", "$1", "node_guid", "(.+)"), "remote_port", "$1", "port", "(.+)"))'
+            % expr)
+    return on_cables(expr, "remote_node_guid, remote_port")
+
+
+def job():
+    lay = Layout()
+    job_nodes = "max by (node) (ibfabric:job_node{%s})" % THE_JOB
+    named_by_job = "ibfabric_localize_suspect_job{%s}" % THE_JOB
+    by_culprit = "kind, node_guid, port, remote_node_guid, remote_port"
+    loss = ("(sum by (job, instance, node, peer, transport) (rate(ibfabric_probe_lost_total{%s}"
+            "[%s])) / sum by (job, instance, node, peer, transport) (rate("
+            "ibfabric_probe_sent_total{%s}[%s]))) * on (job, instance, peer, transport) "
+            "group_left (peer_node) %s" % (JSEL, RI, JSEL, RI, JOB_PAIRS))
+    errors = " + ".join("rate(ibfabric_ports_%s_total{%s}[%s])" % (c, JSEL, RI)
+                        for c in LINK_ERRORS)
+
+    lay.row("The job and its nodes")
+    lay.add(stat("Nodes it runs on", "The nodes the job's running pods are on (ibfabric:job_node).",
+                 "none", target("count(%s) or vector(0)" % job_nodes, instant=True)), 4, 4)
+    lay.add(stat("Its nodes without a daemon", "Its nodes no ibfabricd of the selected scrape "
+                 "job is scraped on (up == 1 with that node label): their ports and probes are "
+                 "not seen.", "none",
+                 target('count(%s unless on (node) (up{%s} == 1)) or vector(0)'
+                        % (job_nodes, JSEL), instant=True), thresholds=1, color="orange"), 4, 4)
+    lay.add(linked(stat(
+        "Its ports not ACTIVE", "Local ports of its nodes whose logical state is not ACTIVE.",
+        "none", target('count(ibfabric_ports_state{%s,side="local"} < 4) or vector(0)' % JSEL,
+                       instant=True), thresholds=1), "IbfabricPortDown"), 4, 4)
+    lay.add(linked(stat(
+        "Its links below their best", "Ports of its nodes (either end of the cable) with fewer "
+        "lanes or a lower lane speed than they had within the last day.", "none",
+        target("count((ibfabric_ports_link_width_lanes{%s} < max_over_time("
+               "ibfabric_ports_link_width_lanes{%s}[1d])) or "
+               "(ibfabric_ports_link_speed_lane_bytes_per_second{%s} < max_over_time("
+               "ibfabric_ports_link_speed_lane_bytes_per_second{%s}[1d]))) or vector(0)"
+               % (JSEL, JSEL, JSEL, JSEL), instant=True), thresholds=1, color="orange"),
+        "IbfabricLinkWidthDegraded", "IbfabricLinkSpeedDegraded"), 4, 4)
+    lay.add(stat("Worst probe loss between its nodes", "The highest share of probes lost "
+                 "between two of its nodes over the rate interval.", "percentunit",
+                 target("max(%s) or vector(0)" % loss, instant=True),
+                 steps=[("green", None), ("orange", 0.001), ("red", 0.01)]), 4, 4)
+    lay.add(linked(stat(
+        "Culprits named that hurt it", "Cables, hosts and congested ports ibfabric-localize "
+        "names now whose blast radius (the hosts whose probed paths cross the culprit) holds "
+        "some of its nodes (ibfabric_localize_suspect_job).", "none",
+        target("count(max by (%s) (%s)) or vector(0)" % (by_culprit, named_by_job),
+               instant=True), thresholds=1, color="orange"),
+        "IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion"), 4, 4)
+    lay.add(table("Its nodes", "Each node of the job (ibfabric:job_node), whether its daemon "
+                  "is scraped (daemon up: 1), and its local ports: how many, how many ACTIVE.",
+                  "none",
+                  target(job_nodes, "in the job", instant=True, fmt="table"),
+                  target("max by (node) (up{%s})" % JSEL, "daemon up", ref="B", instant=True,
+                         fmt="table"),
+                  target('count by (node) (ibfabric_ports_state{%s,side="local"})' % JSEL,
+                         "ports", ref="C", instant=True, fmt="table"),
+                  target('count by (node) (ibfabric_ports_state{%s,side="local"} == 4)' % JSEL,
+                         "ports ACTIVE", ref="D", instant=True, fmt="table")), 24, 6)
+
+    lay.row("GPU utilisation beside the fabric's evidence (DCGM exporter, where in the same store)")
+    both = timeseries(
+        "GPU utilisation and the fabric's evidence",
+        "On one time axis: the job's GPU utilisation (dcgm-exporter's DCGM_FI_DEV_GPU_UTIL, "
+        "0-100 %, of every GPU of its nodes: the job average and its 5 lowest nodes; a GPU's "
+        "node is its Hostname label, else kubernetes_node or node), and, on the right axes, the "
+        "worst probe loss between two of its nodes and how many culprits named now hurt it. "
+        "GPUs idle while the loss rises or a culprit is named: the network; idle with a clean "
+        "fabric: look elsewhere (input pipeline, a straggler, checkpointing). No GPU series "
+        "where no dcgm-exporter reaches this store.", "percent",
+        target("avg(%s)" % GPU_UTIL, "GPU utilisation, job average"),
+        target("bottomk(5, avg by (node) (%s))" % GPU_UTIL, "GPU utilisation {{node}}",
+               ref="B"),
+        target("max(%s)" % loss, "worst probe loss between its nodes", ref="C"),
+        target("count(max by (%s) (%s)) or vector(0)" % (by_culprit, named_by_job),
+               "culprits named that hurt it", ref="D"))
+
+    def right(ref, unit, bars=False):
+        props = [{"id": "unit", "value": unit}, {"id": "custom.axisPlacement", "value": "right"}]
+        if bars:
+            props.append({"id": "custom.drawStyle", "value": "bars"})
+        return {"matcher": {"id": "byFrameRefID", "options": ref}, "properties": props}
+    both["fieldConfig"]["overrides"] = [right("C", "percentunit"), right("D", "none", True)]
+    lay.add(both, 24, 9)
+    lay.add(timeseries("GPU utilisation per node", "The average utilisation of each node's "
+                       "GPUs (DCGM_FI_DEV_GPU_UTIL), every node of the job.", "percent",
+                       target("avg by (node) (%s)" % GPU_UTIL, "{{node}}")), 12, 8)
+    lay.add(timeseries("Throughput of its nodes", "Bytes per second its nodes' local ports send "
+                       "and receive, per node: a job that stalls stops sending.", "Bps",
+                       target('sum by (node) (rate(ibfabric_ports_transmit_bytes_total{%s,'
+                              'side="local"}[%s]))' % (JSEL, RI), "tx {{node}}"),
+                       target('sum by (node) (rate(ibfabric_ports_receive_bytes_total{%s,'
+                              'side="local"}[%s]))' % (JSEL, RI), "rx {{node}}", ref="B")), 12, 8)
+
+    lay.row("Culprits ibfabric-localize names now that hurt it")
+
+    def culprit(expr, labels=""):
+        return ('max by (kind, suspect%s) (label_join(%s, "suspect", " ", "node_name", "port", '
+                '"remote_node_name", "remote_port"))' % (labels, expr))
+    lay.add(linked(table(
+        "Culprits that hurt it",
+        "Each culprit named now whose blast radius holds some of its nodes: how many of its "
+        "nodes (ibfabric_localize_suspect_job), the pairs it explains, its cause, why, its "
+        "evidence in words, its pairs, what the probes cannot tell it from, the hosts whose "
+        "probed paths cross it, every job it hurts (most first) and the evidence it was made "
+        "without. Hover a cell for the whole text.", "none",
+        target(culprit(named_by_job), "its nodes hurt", instant=True, fmt="table"),
+        target(culprit("ibfabric_localize_suspect and on (%s) %s" % (by_culprit, named_by_job)),
+               "pairs explained", ref="B", instant=True, fmt="table"),
+        target(culprit("ibfabric_localize_suspect_info and on (%s) %s" % (by_culprit,
+                                                                          named_by_job),
+                       ", cause, why, evidence, pairs, equally_suspect, blast_radius, jobs, "
+                       "lacking"), "named", ref="C", instant=True, fmt="table")),
+        "IbfabricSuspectLink", "IbfabricSuspectHost", "IbfabricSuspectCongestion",
+        boards=[(ONCALL_UID, "On call: every culprit"), ("ibfabric-probes", "Probes and jitter")]),
+        24, 7)
+
+    lay.row("Its ports: state, width and speed, errors, congestion")
+    state = table(
+        "Ports of its nodes",
+        "Every port of its nodes and the switch port facing it (side peer), named with its far "
+        "end: logical state (4 ACTIVE), width in lanes and lane speed in Gb/s now and their best "
+        "within the last day, link errors over the dashboard's range (symbol, recovery, downed, "
+        "receive), and the share of the last 5 minutes it waited to send (where the device's "
+        "tick is known).", "none",
+        target(job_named(job_ports("ibfabric_ports_state")), "state", instant=True,
+               fmt="table"),
+        target(job_named(job_ports("ibfabric_ports_link_width_lanes")), "width", ref="B",
+               instant=True, fmt="table"),
+        target(job_named("max by (%s) (max_over_time(ibfabric_ports_link_width_lanes{%s}[1d]))"
+                         % (JOB_PORT, JSEL)), "best width", ref="C", instant=True, fmt="table"),
+        target(job_named("max by (%s) (ibfabric_ports_link_speed_lane_bytes_per_second{%s}) * 8 "
+                         "/ 1e9" % (JOB_PORT, JSEL)), "lane Gb/s", ref="D", instant=True,
+               fmt="table"),
+        target(job_named("max by (%s) (max_over_time("
+                         "ibfabric_ports_link_speed_lane_bytes_per_second{%s}[1d])) * 8 / 1e9"
+                         % (JOB_PORT, JSEL)), "best lane Gb/s", ref="E", instant=True,
+               fmt="table"),
+        target(job_named("sum by (%s) (%s)" % (JOB_PORT, " + ".join(
+            "increase(ibfabric_ports_%s_total{%s}[$__range])" % (c, JSEL) for c in LINK_ERRORS))),
+            "errors in range", ref="F", instant=True, fmt="table"),
+        target(job_named(job_record("ibfabric:ports_transmit_wait_share:rate5m")),
+               "waiting share", ref="G", instant=True, fmt="table"))
+    state["fieldConfig"]["overrides"] = [{
+        "matcher": {"id": "byName", "options": "Value #A"},
+        "properties": [{"id": "mappings", "value": [{"type": "value", "options": {
+            "1": {"text": "DOWN", "color": "red"}, "2": {"text": "INIT", "color": "orange"},
+            "3": {"text": "ARMED", "color": "orange"}, "4": {"text": "ACTIVE", "color": "green"}}}]},
+                       {"id": "custom.cellOptions", "value": {"type": "color-text"}}]}]
+    lay.add(linked(state, "IbfabricPortDown", "IbfabricLinkWidthDegraded",
+                   "IbfabricLinkSpeedDegraded", boards=[("ibfabric-node", "Node and HCA")]), 24, 8)
+    port_legend = "{{node}} {{device}}/{{port}} {{side}} - {{peer_node_name}}"
+    lay.add(linked(timeseries(
+        "Port errors per second on its nodes",
+        "Symbol errors, link error recoveries, links downed and receive errors per second on "
+        "its nodes' ports and the switch ports facing them, top 10.", "cps",
+        target("topk(10, %s)" % job_named("sum by (%s) (%s)" % (JOB_PORT, errors)),
+               port_legend)), "IbfabricSymbolErrors", "IbfabricReceiveErrors"), 12, 8)
+    lay.add(linked(timeseries(
+        "Congestion on its ports",
+        "The share of the last 5 minutes each of its ports (and the switch port facing it) "
+        "waited to send, where the device's tick is known "
+        "(ibfabric:ports_transmit_wait_share:rate5m), and PortXmitWait ticks per word sent "
+        "where it is not (ibfabric:ports_transmit_wait_per_word:rate5m, above 1: it waits more "
+        "than it sends), top 10 each.", "percentunit",
+        target("topk(10, %s)" % job_named(job_record(
+            "ibfabric:ports_transmit_wait_share:rate5m")), "share " + port_legend),
+        target("topk(10, %s)" % job_named(job_record(
+            "ibfabric:ports_transmit_wait_per_word:rate5m")), "ticks/word " + port_legend,
+            ref="B")), "IbfabricCongestion"), 12, 8)
+    lay.add(table(
+        "Ports its pods use",
+        "Which of its pods uses which local port (ibfabric_pod_port_info from the daemon's pods "
+        "collector, from the kubelet's pod-resources API): by SR-IOV VF, whole HCA, shared RDMA "
+        "device or the GPU next to the port (via). Empty where the daemons do not export it "
+        "(a daemon without the pods collector). A ServiceMonitor without honorLabels renames "
+        "the series' namespace and pod to exported_namespace and exported_pod: both are read.",
+        "none",
+        target('max by (node, namespace, pod, container, device, port, via) (label_replace('
+               'label_replace(ibfabric_pod_port_info{%s}, "namespace", "$1", '
+               '"exported_namespace", "(.+)"), "pod", "$1", "exported_pod", "(.+)") * on '
+               '(namespace, pod) group_left () max by (namespace, pod) (ibfabric:pod_job{%s}))'
+               % (JSEL, THE_JOB), "pod port", instant=True, fmt="table")), 24, 6)
+
+    lay.row("Probes between its nodes: RTT, jitter, loss")
+    lay.add(linked(timeseries(
+        "p99 RTT between its nodes",
+        "99th percentile RTT over each pair's latest probes, for the pairs whose prober and "
+        "peer are both its nodes (the peer's node: its port's node GUID, from the paths "
+        "collector, and the node label of the daemon on it), top 20.", "s",
+        target("topk(20, ibfabric_probe_rtt_window_seconds{%s,stat=\"p99\"} * on (job, "
+               "instance, peer, transport) group_left (peer_node) %s)" % (JSEL, JOB_PAIRS),
+               JOB_PAIR_LEGEND)), boards=[("ibfabric-probes", "Probes and jitter")]), 8, 8)
+    lay.add(linked(timeseries(
+        "Jitter between its nodes",
+        "RFC 3550 jitter of consecutive RTTs between two of its nodes, top 20.", "s",
+        target("topk(20, ibfabric_probe_jitter_seconds{%s} * on (job, instance, peer, "
+               "transport) group_left (peer_node) %s)" % (JSEL, JOB_PAIRS), JOB_PAIR_LEGEND)),
+        "IbfabricProbeJitterHigh"), 8, 8)
+    lay.add(linked(timeseries(
+        "Probe loss between its nodes",
+        "The share of probes without an answer between two of its nodes over the rate "
+        "interval, top 20.", "percentunit",
+        target("topk(20, %s)" % loss, JOB_PAIR_LEGEND)), "IbfabricProbeLoss"), 8, 8)
+    lay.add(panel("table", "Probe loss matrix of its nodes",
+                  "The share of probes lost from each of its nodes (row) to each other (column) "
+                  "over the rate interval: a bad host shows as a row or a column, a bad switch "
+                  "as a block.", "percentunit",
+                  [target("max by (node, peer_node) (%s)" % loss, instant=True, fmt="table")],
+                  options={"showHeader": True},
+                  transformations=[{"id": "groupingToMatrix", "options": {
+                      "columnField": "peer_node", "rowField": "node", "valueField": "Value"}}]),
+            24, 8)
+
+    lay.row("Cables on the paths between its nodes")
+    sweep_errors = "sum by (node_guid, port) (%s)" % " + ".join(
+        "increase(ibfabric_fabric_port_%s_total{%s}[$__range])" % (c, SWEEP) for c in LINK_ERRORS)
+    host_errors = "sum by (instance, device, port) (%s)" % " + ".join(
+        "increase(ibfabric_ports_%s_total{%s@SIDE@}[$__range])" % (c, JSEL) for c in LINK_ERRORS)
+
+    def both(fabric_metric, ports_metric, what, ref, fn="%s"):
+        return [target(cable_end(fn % ("%s{%s}" % (fabric_metric, SWEEP)),
+                                 "max by (instance, device, port) (%s)"
+                                 % (fn % ("%s{%s@SIDE@}" % (ports_metric, JSEL))), far),
+                       "%s at %s end" % (what, "b" if far else "a"), ref=ref[far], instant=True,
+                       fmt="table") for far in (False, True)]
+    waiting = ('max by (node_guid, port) (ibfabric:port_transmit_wait:rate5m)')
+    cables = [target("count by (%s) (%s)" % (CABLE, JOB_HOPS), "legs crossing it",
+                     instant=True, fmt="table")]
+    cables += both("ibfabric_fabric_port_state", "ibfabric_ports_state", "state", "BC")
+    cables += both("ibfabric_fabric_port_link_width_lanes", "ibfabric_ports_link_width_lanes",
+                   "width", "DE")
+    cables += both("ibfabric_fabric_port_link_speed_lane_bytes_per_second",
+                   "ibfabric_ports_link_speed_lane_bytes_per_second", "lane Gb/s", "FG",
+                   fn="%s * 8 / 1e9")
+    cables += [target(cable_end(sweep_errors, host_errors, far), "errors in range at %s end"
+                      % ("b" if far else "a"), ref="HI"[far], instant=True, fmt="table")
+               for far in (False, True)]
+    cables += [target(on_cables(waiting, "node_guid, port"), "waiting at a end", ref="J",
+                      instant=True, fmt="table"),
+               target(on_cables('max by (remote_node_guid, remote_port) (label_replace('
+                                'label_replace(%s, "remote_node_guid", "$1", "node_guid", '
+                                '"(.+)"), "remote_port", "$1", "port", "(.+)"))' % waiting,
+                                "remote_node_guid, remote_port"), "waiting at b end", ref="K",
+                      instant=True, fmt="table"),
+               target(on_cables('max by (node_guid, port, remote_node_guid, remote_port) ('
+                                'ibfabric_localize_suspect{kind="cable"})',
+                                "node_guid, port, remote_node_guid, remote_port"),
+                      "named now: pairs it explains", ref="L", instant=True, fmt="table")]
+    lay.add(linked(table(
+        "Cables between its nodes",
+        "Every cable the probes between two of its nodes cross, either way (ibfabric_path_hop_info "
+        "of those pairs; named as the fabric sweep names it: a is the switch end of a host's "
+        "cable), with how many of their legs cross it, each end's state (4 ACTIVE), width and "
+        "lane speed and link errors over the dashboard's range (from the fabric sweep, else the "
+        "host's own daemon), how much each end waits to send (ibfabric:port_transmit_wait:rate5m:"
+        " share of time, or ticks per word where the tick is not known), and, if "
+        "ibfabric-localize names the cable now, the pairs it explains. Only cables probed pairs "
+        "of its nodes cross: MAD probes, or UDP probes to targets the paths collector placed.",
+        "none", *cables), "IbfabricSuspectLink", "IbfabricSwitchPortDown",
+        "IbfabricSwitchPortErrors", boards=[("ibfabric-fabric-overview", "Fabric overview")]),
+        24, 10)
+    return dashboard(JOB_UID, "ibfabric / Training job",
+                     "One training job, chosen by namespace and job name (ibfabric:job_node: its "
+                     "running pods' nodes): its nodes and their ports, RTT, jitter and loss "
+                     "between its nodes, the cables on the paths between them, the culprits "
+                     "named now that hurt it, and its GPU utilisation (DCGM exporter) beside "
+                     "the fabric's evidence.", lay, job_variables(), tags=[JOB_UID])
+
+
 DASHBOARDS = {
     "ibfabric-oncall.json": oncall,
     "ibfabric-rdma-nics.json": rdma_nics,
@@ -1312,6 +1710,7 @@ DASHBOARDS = {
     "ibfabric-probes.json": probes,
     "ibfabric-sriov.json": sriov,
     "ibfabric-daemon.json": daemon,
+    "ibfabric-job.json": job,
 }
 
 

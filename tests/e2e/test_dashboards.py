@@ -4,8 +4,14 @@ Valid JSON written by dashboards/generate.py (a committed file that differs from
 output fails), unique uids, a datasource variable and no ${DS_...} import placeholders, job and
 instance variables; every panel has a title, a description and a unit from Grafana's unit list,
 and uses the datasource variable; every metric selector filters on job and instance (but for the
-localizer's series and ALERTS, below); every rate/irate uses $__rate_interval (increase also
-$__range), and every counter is read through one of them; every query parses (promtool).
+localizer's series and ALERTS, below, and the job board's node); every rate/irate uses
+$__rate_interval (increase also $__range), and every counter is read through one of them; every
+query parses (promtool).
+
+The job board (ibfabric-job) has no instance: a training job's nodes, chosen by namespace and
+job name, are its hidden variable `node` (from ibfabric:job_node, All being the list of them, not
+a wildcard), and its daemon selectors filter on job and node=~"$node" (the daemons' node label)
+instead; only there may DCGM exporter's series appear, selected by their node.
 The annotation queries are linted as the panels' queries are.
 
 Links: every dashboard links to every other (a dropdown of the tag every one carries), to the
@@ -33,6 +39,7 @@ RULES = os.path.join(DASHBOARDS, "alerts", "ibfabric.rules.yml")
 RUNBOOK = os.path.join(source_dir(), "docs", "runbook.md")
 SET_RUNBOOK_URL = os.path.join(DASHBOARDS, "alerts", "set_runbook_url.py")
 LANDING = "ibfabric-oncall"
+JOB_BOARD = "ibfabric-job"
 
 # Unit ids from Grafana's value formats (packages/grafana-data/src/valueFormats/categories.ts)
 # that these dashboards may use.
@@ -51,6 +58,10 @@ METRIC_RE = re.compile(r"\b((?:ibfabric|process)_[a-zA-Z0-9_]+)\b(\s*\{[^}]*\})?
 UP_RE = re.compile(r'(?<![\w:"])up\b(\s*\{[^}]*\})?')
 ALERTS_RE = re.compile(r"\b(ALERTS(?:_FOR_STATE)?)\b(\s*\{[^}]*\})?")
 SHIPPED_ALERTS = 'alertname=~"Ibfabric.*"'
+# The job board's selectors: the daemons' by their node label, DCGM exporter's GPUs by theirs
+# (Hostname, else kubernetes_node or node).
+JOB_NODES = 'node=~"$node"'
+DCGM_RE = re.compile(r"\b(DCGM_FI_[A-Z0-9_]+)\b(\s*\{[^}]*\})?")
 
 
 def dashboard_files():
@@ -129,7 +140,12 @@ class DashboardLintTest(unittest.TestCase):
                 self.assertEqual(names["datasource"]["type"], "datasource")
                 self.assertEqual(names["datasource"]["query"], "prometheus")
                 self.assertIn("job", names)
-                self.assertIn("instance", names)
+                if d["uid"] == JOB_BOARD:
+                    self.assertNotIn("instance", names)
+                    for var in ("namespace", "job_name", "node"):
+                        self.assertIn(var, names)
+                else:
+                    self.assertIn("instance", names)
                 ids = [p["id"] for p in panels_of(d)]
                 self.assertEqual(len(ids), len(set(ids)), "duplicate panel id")
 
@@ -147,9 +163,13 @@ class DashboardLintTest(unittest.TestCase):
                     self.assertTrue(p.get("targets"))
                     for t in p["targets"]:
                         self.assertEqual(t["datasource"]["uid"], "${datasource}")
-                        self.check_expr(t["expr"])
+                        self.check_expr(t["expr"], job_board=d["uid"] == JOB_BOARD)
 
-    def check_expr(self, expr):
+    def check_expr(self, expr, job_board=False):
+        """The rules above; job_board: the job board's, where a daemon's node stands for its
+        instance."""
+        # Selected by node where this board has no instance; elsewhere as every board.
+        by_instance = JOB_NODES if job_board else 'instance=~"$instance"'
         self.assertTrue(expr.strip())
         seen = 0
         for m in ALERTS_RE.finditer(expr):
@@ -157,7 +177,12 @@ class DashboardLintTest(unittest.TestCase):
             self.assertIn(SHIPPED_ALERTS, m.group(2) or "", "%s in %s" % (m.group(1), expr))
         for m in UP_RE.finditer(expr):
             seen += 1
-            self.assertIn('job=~"$job",instance=~"$instance"', m.group(1) or "", expr)
+            self.assertIn('job=~"$job",' + by_instance, m.group(1) or "", expr)
+        for m in DCGM_RE.finditer(expr):
+            seen += 1
+            self.assertTrue(job_board, "DCGM exporter's series only on the job board: " + expr)
+            self.assertRegex(m.group(2) or "", r'\b(Hostname|kubernetes_node|node)=~"\$node"',
+                             expr)
         for m in METRIC_RE.finditer(expr):
             seen += 1
             metric, selector = m.group(1), m.group(2) or ""
@@ -167,10 +192,10 @@ class DashboardLintTest(unittest.TestCase):
             self.assertIn('job=~"$job"', selector, "%s in %s" % (metric, expr))
             # Every instance on purpose: a value another node reports (the fabric sweep's
             # counters beside a prober's path).
-            self.assertTrue('instance=~"$instance"' in selector or 'instance=~".+"' in selector,
+            self.assertTrue(by_instance in selector or 'instance=~".+"' in selector,
                             "%s in %s" % (metric, expr))
         # Recording rules are cluster-wide: no job or instance label to select.
-        seen += len(re.findall(r"\bibfabric:\w+:\w+", expr))
+        seen += len(re.findall(r"\bibfabric:\w+", expr))
         self.assertGreater(seen, 0, "no ibfabric metric, up or ALERTS in " + expr)
         bare = strip_strings(expr)
         for m in re.finditer(r"\b(rate|irate|increase)\s*\(", bare):
@@ -203,6 +228,77 @@ class DashboardLintTest(unittest.TestCase):
         self.check_expr('count(ALERTS{alertname=~"Ibfabric.*",alertstate="firing"})')
         self.check_expr('count(up{job=~"$job",instance=~"$instance"} == 0)')
         self.check_expr("max(ibfabric_localize_evidence_age_seconds)")
+        # The job board's node filter: only there, and only with the daemons' job; DCGM's
+        # series only there, by node.
+        for bad in ('ibfabric_ports_state{job=~"$job",node=~"$node"}',
+                    'up{job=~"$job",node=~"$node"}', 'avg(DCGM_FI_DEV_GPU_UTIL{Hostname=~"$node"})'):
+            with self.subTest(expr=bad):
+                with self.assertRaises(AssertionError):
+                    self.check_expr(bad)
+        for bad in ('ibfabric_ports_state{job=~"$job",instance=~"$instance"}',
+                    'ibfabric_ports_state{node=~"$node"}', 'up{job=~"$job"}',
+                    'avg(DCGM_FI_DEV_GPU_UTIL)', 'avg(DCGM_FI_DEV_GPU_UTIL{gpu="0"})'):
+            with self.subTest(expr=bad, board=JOB_BOARD):
+                with self.assertRaises(AssertionError):
+                    self.check_expr(bad, job_board=True)
+        for good in ('ibfabric_ports_state{job=~"$job",node=~"$node"}',
+                     'count(up{job=~"$job",node=~"$node"} == 1)',
+                     'rate(ibfabric_fabric_port_symbol_errors_total{job=~"$job",instance=~".+"}'
+                     '[$__rate_interval])',
+                     'avg(DCGM_FI_DEV_GPU_UTIL{Hostname=~"$node"})',
+                     'count(ibfabric:job_node{namespace="$namespace",job_name="$job_name"})'):
+            self.check_expr(good, job_board=True)
+
+    def test_job_board(self):
+        [d] = [d for d in self.dashboards.values() if d["uid"] == JOB_BOARD]
+        names = {v["name"]: v for v in d["templating"]["list"]}
+        # Chosen by namespace and job name, from the one join every job-naming part reads.
+        self.assertEqual(names["namespace"]["definition"],
+                         "label_values(ibfabric:job_node, namespace)")
+        self.assertEqual(names["job_name"]["definition"],
+                         'label_values(ibfabric:job_node{namespace="$namespace"}, job_name)')
+        for var in ("namespace", "job_name"):
+            self.assertFalse(names[var]["multi"] or names[var]["includeAll"], var)
+        # Its nodes: hidden, every one selected, All the list of them (no wildcard allValue,
+        # which would select every node of the fabric).
+        node = names["node"]
+        self.assertEqual(node["definition"], 'label_values(ibfabric:job_node{namespace='
+                         '"$namespace",job_name="$job_name"}, node)')
+        self.assertEqual(node["hide"], 2)
+        self.assertTrue(node["multi"] and node["includeAll"])
+        self.assertNotIn("allValue", node)
+        self.assertEqual(node["current"]["value"], ["$__all"])
+        exprs = [t["expr"] for p in panels_of(d) for t in p.get("targets", [])]
+        joined = " ".join(exprs)
+        for needed in ('ibfabric:job_node{namespace="$namespace",job_name="$job_name"}',
+                       'ibfabric_localize_suspect_job{namespace="$namespace",job_name="$job_name"}',
+                       "ibfabric_localize_suspect_info", "ibfabric_path_hop_info",
+                       "ibfabric_path_peer_info", "ibfabric_probe_node_info",
+                       "ibfabric_probe_rtt_window_seconds", "ibfabric_probe_jitter_seconds",
+                       "ibfabric_probe_lost_total", "ibfabric_ports_state",
+                       "ibfabric_ports_link_width_lanes",
+                       "ibfabric_ports_link_speed_lane_bytes_per_second",
+                       "ibfabric_ports_symbol_errors_total",
+                       "ibfabric:ports_transmit_wait_share:rate5m", "ibfabric_fabric_port_state",
+                       "DCGM_FI_DEV_GPU_UTIL", "ibfabric_pod_port_info"):
+            self.assertIn(needed, joined)
+        # Every daemon query is of the job's nodes (or the sweep's counters of its cables): none
+        # reads the whole fabric.
+        for expr in exprs:
+            if re.search(r"\bibfabric_(?!localize_)", expr):
+                self.assertIn(JOB_NODES, expr)
+        # GPUs and fabric on one time axis: the GPU panel also plots the fabric's evidence.
+        [both] = [p for p in panels_of(d) if p["title"] == "GPU utilisation and the fabric's "
+                  "evidence"]
+        both_exprs = " ".join(t["expr"] for t in both["targets"])
+        self.assertIn("DCGM_FI_DEV_GPU_UTIL", both_exprs)
+        self.assertIn("ibfabric_probe_lost_total", both_exprs)
+        self.assertIn("ibfabric_localize_suspect_job", both_exprs)
+        # The landing board links to it, from its culprits.
+        [landing] = [b for b in self.dashboards.values() if b["uid"] == LANDING]
+        urls = [l["url"] for p in panels_of(landing) for l in p.get("links", []) +
+                p.get("fieldConfig", {}).get("defaults", {}).get("links", [])]
+        self.assertTrue([u for u in urls if u.startswith("/d/%s?" % JOB_BOARD)], urls)
 
     def test_landing_board(self):
         landing = [d for d in self.dashboards.values() if d["uid"] == LANDING]
@@ -263,7 +359,8 @@ class DashboardLintTest(unittest.TestCase):
                 self.assertEqual(runbook["url"], base)
                 self.assertTrue(runbook["title"].startswith("Runbook"))
                 for p in panels_of(d):
-                    for link in p.get("links", []):
+                    data_links = p.get("fieldConfig", {}).get("defaults", {}).get("links", [])
+                    for link in p.get("links", []) + data_links:
                         url = link["url"]
                         if link["title"].startswith("Runbook"):
                             page, _, anchor = url.partition("#")

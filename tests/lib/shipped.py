@@ -53,7 +53,28 @@ NO_DATA_HERE = {
     "Unexplained RTT spikes": "spikes on loopback only now and then",
     "Localizer query failures per second": "no localizer query fails",
     "Daemons down, collectors failing or stuck": "every daemon up, every collector working",
+    # The training jobs a culprit hurts: no culprit and no job here (test_jobs checks it).
+    "Jobs the culprits hurt": "no culprit named, no kube-state-metrics",
 }
+JOB_BOARD = "ibfabric-job.json"
+
+
+def _job_board_panels():
+    """The titles of the job board's panels: no test but tests/integration/test_jobs.py has a
+    training job (kube-state-metrics) to show; that test runs every one of its queries with a
+    job's data. Titles of their own, so that listing them hides no other board's panel."""
+    titles, others = set(), set()
+    for path in glob.glob(os.path.join(source_dir(), "dashboards", "*.json")):
+        with open(path) as f:
+            panels = [p["title"] for p in json.load(f)["panels"] if p["type"] != "row"]
+        (titles if os.path.basename(path) == JOB_BOARD else others).update(panels)
+    assert not titles & others, "job board panels titled as other boards' panels: %s" % (
+        titles & others)
+    return titles
+
+
+NO_DATA_HERE.update((title, "no training job here (no kube-state-metrics): test_jobs checks "
+                     "the job board") for title in _job_board_panels())
 
 
 def shortened_rules(directory, short_for="3s", min_window=4):
@@ -114,15 +135,19 @@ def rule_exprs():
     return out
 
 
-def dashboard_queries(rate_interval, job="ibfabric", dashboard_range="5m"):
+def dashboard_queries(rate_interval, job="ibfabric", dashboard_range="5m", variables=None):
     """(dashboard file, panel title, expr) of every query of every shipped dashboard, and
     (dashboard file, annotation name, expr) of its Prometheus annotation queries, with
-    $__rate_interval set to rate_interval, $__range to dashboard_range, $job to job and every
+    $__rate_interval set to rate_interval, $__range to dashboard_range, $job to job, the
+    variables named in `variables` ({name: value}: the job board's namespace, job_name, and node
+    as Grafana writes a multi-value variable in a regex: "(a|b)") to their value, and every
     other variable ($instance, $device, $pf) matching all."""
     def substituted(expr):
         expr = expr.replace("$__rate_interval", rate_interval)
         expr = expr.replace("$__range", dashboard_range)
         expr = expr.replace('"$job"', '"%s"' % job)
+        for name, value in (variables or {}).items():
+            expr = expr.replace('"$%s"' % name, json.dumps(value))
         # $instance, $device, $pf: all (not label_replace's "$1")
         return re.sub(r'"\$[A-Za-z_]\w*"', '".+"', expr)
 
