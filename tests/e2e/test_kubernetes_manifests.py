@@ -284,5 +284,49 @@ class PrometheusRuleTest(unittest.TestCase):
         self.assertRegex(out.stdout + out.stderr, rf"SUCCESS: {count} rules found")
 
 
+class MaintenanceManifestTest(unittest.TestCase):
+    """scripts/ibfabric-maintenance --kubernetes: the maintenance windows as a PrometheusRule,
+    checked as the shipped manifests are (tests/e2e/test_maintenance_tool.py tests the tool)."""
+
+    def test_prometheusrule_of_the_windows(self):
+        tool = os.path.join(source_dir(), "scripts", "ibfabric-maintenance")
+        shipped = os.path.join(source_dir(), "deploy", "maintenance",
+                               "ibfabric-maintenance.rules.yml")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "maintenance.rules.yml")
+            with open(shipped) as f, open(path, "w") as out:
+                out.write(f.read())
+            manifests = []
+            for args in (["list"], ["add", "switch", "leaf-a01 (rack A1)", "--for", "2h"],
+                         ["add", "cable", "leaf-a01 (rack A1):17", "--for", "1h"]):
+                out = subprocess.run(["python3", tool, "--file", path, "--kubernetes", *args],
+                                     capture_output=True, text=True, timeout=30)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                manifests.append(out.stdout)
+        for text, count in zip(manifests, (0, 1, 2)):
+            with self.subTest(windows=count):
+                (doc,) = [d for d in yaml.safe_load_all(text) if d is not None]
+                self.assertEqual((doc["apiVersion"], doc["kind"]),
+                                 ("monitoring.coreos.com/v1", "PrometheusRule"))
+                meta = doc["metadata"]
+                self.assertRegex(meta["name"], r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+                self.assertNotEqual(meta["name"], load("prometheusrule.yaml")["metadata"]["name"])
+                self.assertEqual(meta["namespace"], NAMESPACE)
+                # Selected as the shipped PrometheusRule is.
+                self.assertEqual(meta["labels"], load("prometheusrule.yaml")["metadata"]["labels"])
+                (group,) = doc["spec"]["groups"]
+                self.assertEqual(len(group["rules"]), count)
+                for rule in group["rules"]:
+                    self.assertEqual(rule["record"], "ibfabric:maintenance_declared")
+                    self.assertEqual(sorted(rule["labels"]), ["kind", "name", "reason", "until"])
+                with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+                    yaml.safe_dump({"groups": doc["spec"]["groups"]}, f, sort_keys=False)
+                    f.flush()
+                    out = subprocess.run(["promtool", "check", "rules", f.name],
+                                         capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+                self.assertIn("SUCCESS: %d rules found" % count, out.stdout + out.stderr)
+
+
 if __name__ == "__main__":
     unittest.main(verbosity=2)
