@@ -12,8 +12,13 @@
    Each fault must give exactly one notification group per culprit, at the receiver of the
    culprit's severity, carrying only the culprit; its symptoms must be held as inhibited. A
    clean fabric on a loaded machine (only the job-wide info IbfabricProbeRttSpikes) notifies
-   no one. IbfabricWatchdog is posted beside every fault: it is one group of its own at the
-   heartbeat receiver, with nothing else in it, and never inhibited.
+   no one. A switch, a node and a cable in maintenance (IbfabricMaintenance firing for it):
+   none of the alerts about it is notified, whatever their severity, and those about other
+   things are. A critical alert silences the warning and info alerts about the same thing
+   (cable, port, host port, daemon), not the sweep's alerts its daemon reports; two fabrics
+   (label `cluster`) neither share a notification nor silence each other's alerts.
+   IbfabricWatchdog is posted beside every fault: it is one group of its own at the heartbeat
+   receiver, with nothing else in it, and never inhibited.
 
 What the rules themselves keep quiet (the per-pair probe alerts of pairs a named culprit
 explains, the host daemon's IbfabricStuckReceiver where the sweep sees the port) is tested by
@@ -361,6 +366,62 @@ SCENARIOS.update({
         {"chat": [{"IbfabricSymbolErrors"}]},
         {"IbfabricPortDown", "IbfabricSwitchPortDown", "IbfabricLinkDowned",
          "IbfabricSuspectLink"}),
+})
+
+# A critical alert silences the warning and info alerts about the same thing, whatever their
+# names (a cable, a port by GUID, a host port, a daemon), and only those.
+SCENARIOS.update({
+    # gpu-node-02's cable down (its port pages), the localizer naming that cable and its link
+    # width at the switch end degraded on the way down, its RoCE timeouts; leaf-a02's port to
+    # gpu-node-03 down (the sweep pages) with a hot spot and a stuck receiver at that port; a
+    # host gone (IbfabricHostDown) with its probes' loss and its MAD timeouts. Three pages, no
+    # warning about them; the fabric sweep the gone host ran reports a cable elsewhere: chat.
+    "critical silences what it is about": (
+        [host_port_alert("IbfabricPortDown", "critical", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2"),
+         suspect_link(LEAF1, "2", GPU2, "1", "leaf-a01 (rack A1)", "gpu-node-02"),
+         host_port_alert("IbfabricLinkWidthDegraded", "warning", "localhost:10917", GPU2_CABLE,
+                         side="peer", node_name="gpu-node-02",
+                         peer_node_name="leaf-a01 (rack A1)", peer_port="2"),
+         {"alertname": "IbfabricRoceLocalAckTimeouts", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "device": "mlx5_0", "port": "1"},
+         switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF2, "1", GPU3_CABLE, "a", "CA"),
+         {"alertname": "IbfabricCongestionHotSpot", "severity": "warning", "node_guid": LEAF2,
+          "port": "1", "node_name": "leaf-2", "remote_node_guid": GPU3, "remote_port": "1",
+          "remote_node_name": "gpu-node-03", "tier": "host_downlink", "role": "root",
+          "unit": "share"},
+         {"alertname": "IbfabricStuckReceiver", "severity": "warning", "node_guid": LEAF2,
+          "port": "1", "node_name": "leaf-2", "remote_node_guid": GPU3, "remote_port": "1",
+          "remote_node_name": "gpu-node-03", "tier": "host_downlink", "cable": GPU3_CABLE},
+         {"alertname": "IbfabricHostDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10919"},
+         {"alertname": "IbfabricProbeLoss", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10919", "peer": "gpu-node-01", "transport": "mad",
+          "prober_name": "gpu-node-04", "peer_name": "gpu-node-01"},
+         {"alertname": "IbfabricMadTimeouts", "severity": "info", "job": "ibfabric",
+          "instance": "localhost:10919", "class": "subn"},
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", SPINE1, "2", LEAF2_SPINE1_CABLE,
+                           "b", "switch", leaf=LEAF2, node_name="spine-1",
+                           remote_node_name="leaf-a02 (rack A2)", instance="localhost:10919")],
+        {"pager": [{"IbfabricPortDown"}, {"IbfabricSwitchPortDown"}, {"IbfabricHostDown"}],
+         "chat": [{"IbfabricSwitchPortErrors"}]},
+        {"IbfabricSuspectLink", "IbfabricLinkWidthDegraded", "IbfabricRoceLocalAckTimeouts",
+         "IbfabricCongestionHotSpot", "IbfabricStuckReceiver", "IbfabricProbeLoss",
+         "IbfabricMadTimeouts"}),
+    # Two fabrics, one Alertmanager, each Prometheus with its external label `cluster`, their
+    # daemons named alike: the same alert in both is two notifications, and fabric a's daemon
+    # down silences fabric a's collector alert, not fabric b's.
+    "two fabrics (cluster)": (
+        [{"alertname": "IbfabricDaemonDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10917", "cluster": "a"}]
+        + [{"alertname": "IbfabricCollectorFailing", "severity": "warning", "job": "ibfabric",
+            "instance": "localhost:10917", "collector": "ports", "cluster": c} for c in "ab"]
+        + [dict(host_port_alert("IbfabricPortDown", "critical", "localhost:10918", GPU3_CABLE),
+                cluster=c) for c in "ab"],
+        {"pager": [{"IbfabricDaemonDown"}, {"IbfabricPortDown"}, {"IbfabricPortDown"}],
+         "chat": [{"IbfabricCollectorFailing"}]},
+        {"IbfabricCollectorFailing"}),
 })
 
 # Shortened in the test's copy (tests/lib/alertmanager.py): group_wait 1s, group_interval 2s.
