@@ -3,9 +3,10 @@
 v1alpha1) from deploy/alertmanager/alertmanager.yml, the one source of truth for routing, grouping
 and inhibition: its route tree, receivers and inhibit_rules, field by field in the CRD's names
 (group_by -> groupBy, matchers as {name, value, matchType}, source_matchers -> sourceMatch,
-webhook_configs -> webhookConfigs, ...). What an AlertmanagerConfig cannot hold (global:, a
-cluster-wide route, receivers other than webhooks here) is said in docs/deployment.md,
-"The AlertmanagerConfig".
+webhook_configs -> webhookConfigs, ...), its top route taking ibfabric's alerts only
+(alertname=~"Ibfabric.+": the file's root route takes all, the operator's Alertmanager serves
+other projects too). What an AlertmanagerConfig cannot hold (global:, a cluster-wide route,
+receivers other than webhooks here) is said in docs/deployment.md, "The AlertmanagerConfig".
 
     python3 deploy/kubernetes/generate_alertmanagerconfig.py          # rewrite the manifest
     python3 deploy/kubernetes/generate_alertmanagerconfig.py --check  # exit 1 if it is stale
@@ -299,11 +300,20 @@ def inhibit_rule(r, i):
     return out
 
 
+# The one difference in the route tree: alertmanager.yml's root route takes every alert (a root
+# route has no matchers); in a shared Alertmanager the AlertmanagerConfig's top route takes
+# ibfabric's alerts only, so that its receivers see no other project's (docs/deployment.md).
+ONLY_IBFABRIC = {"name": "alertname", "value": "Ibfabric.+", "matchType": "=~"}
+
+
 def convert(config, url_secret=None):
     known("the file", config, ["global", "route", "receivers", "inhibit_rules", "templates"])
     if config.get("templates"):
         raise SystemExit("%s: templates: an AlertmanagerConfig has none" % SOURCE)
-    return {"route": route(config["route"]),
+    if config["route"].get("matchers"):
+        raise SystemExit("%s: the root route has matchers" % SOURCE)
+    top = dict(matchers=[ONLY_IBFABRIC], **route(config["route"]))
+    return {"route": top,
             "receivers": [receiver(r, url_secret) for r in config["receivers"]],
             "inhibitRules": [inhibit_rule(r, i) for i, r in enumerate(config["inhibit_rules"])]}
 
