@@ -211,23 +211,28 @@ ALERTS_SEL = 'alertname=~"Ibfabric.*"'
 # What an alert is about, as one label `about`: its subject's labels as key=value, in this
 # order, whichever of them the alert has (each rule names its subject with its own labels).
 # A GUID only where no name is there, the daemon's instance only where no node is named.
-SUBJECT = ["node_name", "node_guid", "device", "port", "side", "peer_node_name", "peer_port",
+SUBJECT = ["kind", "name", "until", "switch_name", "switch_guid", "node_name", "node_guid",
+           "device", "port", "side", "peer_node_name", "peer_node_guid", "peer_port",
            "remote_node_name", "remote_node_guid", "remote_port", "leaf", "tier", "role", "unit",
            "prober_name", "peer_name", "peer", "transport", "collector", "class", "counter",
            "pf", "vf", "pci_address", "namespace", "pod", "instance"]
 SUBJECT_UNLESS = [("node_guid", "node_name"), ("remote_node_guid", "remote_node_name"),
+                  ("peer_node_guid", "peer_node_name"), ("switch_guid", "switch_name"),
                   ("peer", "peer_name"), ("instance", "node_name"), ("instance", "prober_name")]
+# IbfabricMaintenance (it has `kind`) carries one GUID in four labels: node_guid says it.
+MAINTENANCE_UNLESS = [("switch_guid", "kind"), ("remote_node_guid", "kind"),
+                      ("peer_node_guid", "kind")]
 
 
-def about(expr, keys=SUBJECT):
+def about(expr, keys=SUBJECT, unless=SUBJECT_UNLESS + MAINTENANCE_UNLESS):
     """`expr` (alerts, or ALERTS_FOR_STATE) with the label `about`: "node_name=gpu-node-02
     device=mlx5_0 port=1 ..." (label_replace copies each key present into a helper label ab<n>,
     label_join joins them, the helpers are dropped again)."""
     helper = {key: "ab%d" % n for n, key in enumerate(keys)}
     for key in keys:
         expr = 'label_replace(%s,"%s","%s=$1 ","%s","(.+)")' % (expr, helper[key], key, key)
-    for key, unless in SUBJECT_UNLESS:
-        expr = 'label_replace(%s,"%s","","%s",".+")' % (expr, helper[key], unless)
+    for key, other in unless:
+        expr = 'label_replace(%s,"%s","","%s",".+")' % (expr, helper[key], other)
     return 'max without (%s) (label_join(%s,"about","",%s))' % (
         ",".join(helper.values()), expr, ",".join('"%s"' % h for h in helper.values()))
 
@@ -957,6 +962,62 @@ def alerts_table(title, state, description, runbook):
     return p
 
 
+def maintenance_tables():
+    """What is in maintenance now and until when, what each declaration resolved to, and the
+    alerts its maintenance holds back in Alertmanager (docs/alerts-and-dashboards.md,
+    "Maintenance")."""
+    now = table(
+        "In maintenance now",
+        "Switches, cables and nodes in maintenance now (ibfabric:maintenance): declared in the "
+        "maintenance rules file (scripts/ibfabric-maintenance), until their end, or Kubernetes "
+        "nodes cordoned or drained, while they are (no until). Alertmanager holds back every "
+        "alert about them (IbfabricMaintenance). Resolved to: the daemons, GUIDs and cables the "
+        "name matched; 0 means it matches nothing and holds nothing back (check the name).",
+        "none",
+        target("max by (kind, name, until, reason) (ibfabric:maintenance)", "in maintenance",
+               instant=True, fmt="table"),
+        target("count by (kind, name) (ibfabric:maintenance_daemon or ibfabric:maintenance_guid "
+               "or ibfabric:maintenance_cable) or on (kind, name) 0 * max by (kind, name) "
+               "(ibfabric:maintenance)", "resolved to", ref="B", instant=True, fmt="table"))
+    now["transformations"].append({"id": "organize", "options": {
+        "excludeByName": {"Time": True, "Value #A": True},
+        "indexByName": {"kind": 0, "name": 1, "until": 2, "reason": 3, "Value #B": 4},
+        "renameByName": {"Value #B": "resolved to (daemons, GUIDs, cables)"}}})
+    # The firing alerts that share a label with what is in maintenance, as Alertmanager's
+    # inhibit rules match them: a GUID (as switch_guid, node_guid, remote_node_guid or
+    # peer_node_guid), a cable, a daemon's job and instance (not the sweep's alerts, which carry
+    # a node_guid: their job and instance are the sweeper's).
+    firing = 'ALERTS{%s,alertstate="firing",kind=""%s}'
+    # What each held-back alert is about (its kind, name and until are the maintenance's).
+    subject = [k for k in SUBJECT if k not in ("kind", "name", "until")]
+    guid = "ibfabric:maintenance_guid"
+    held = " or ".join([
+        "(%s * on (node_guid) group_left (kind, name, until) %s)" % (firing % (ALERTS_SEL, ""),
+                                                                    guid)] + [
+        '(%s * on (%s) group_left (kind, name, until) label_replace(%s, "%s", "$1", '
+        '"node_guid", "(.+)"))' % (firing % (ALERTS_SEL, ""), label, guid, label)
+        for label in ("remote_node_guid", "peer_node_guid", "switch_guid")] + [
+        "(%s * on (cable) group_left (kind, name, until) ibfabric:maintenance_cable)" % (
+            firing % (ALERTS_SEL, "")),
+        "(%s * on (job, instance) group_left (kind, name, until) ibfabric:maintenance_daemon)"
+        % (firing % (ALERTS_SEL, ',node_guid=""'))])
+    p = table(
+        "Alerts held back by maintenance",
+        "Alerts firing now about something in maintenance: Alertmanager notifies no one of them "
+        "while its IbfabricMaintenance fires (they stay here, and in Alertmanager's UI as "
+        "suppressed). kind and name: the maintenance that holds each back.", "none",
+        target("sort(%s)" % about("max by (alertname, severity, kind, name, until, %s) (%s)" % (
+            ", ".join(subject), held), subject, SUBJECT_UNLESS), "held back", instant=True,
+            fmt="table"))
+    p["transformations"].append({"id": "organize", "options": {
+        "excludeByName": dict({"Time": True, "Value": True},
+                              **{k: True for k in subject}),
+        "indexByName": {"alertname": 0, "severity": 1, "about": 2, "kind": 3, "name": 4,
+                        "until": 5},
+        "renameByName": {"kind": "in maintenance: kind", "name": "name"}}})
+    return now, p
+
+
 def oncall():
     """The landing board: what fires now, the culprits named, what nothing explains, and
     whether the localizer and the daemons work (so that silence means a healthy fabric)."""
@@ -990,6 +1051,11 @@ def oncall():
         "Pending", "pending",
         "Alerts whose condition holds now but not yet for their for: duration, newest first, "
         "with how long it has held: they fire if it lasts.", False), 24, 5)
+
+    lay.row("In maintenance (the alerts about it notify no one until it ends)")
+    in_maintenance, held_back = maintenance_tables()
+    lay.add(linked(in_maintenance, "IbfabricMaintenance"), 10, 6)
+    lay.add(linked(held_back, "IbfabricMaintenance"), 14, 6)
 
     lay.row("Culprits ibfabric-localize names now")
     lay.add(suspects_table(), 24, 8)

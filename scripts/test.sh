@@ -42,11 +42,11 @@ stage "tests (release build)"
 ctest --test-dir "$root/build" --output-on-failure -j "$test_jobs" --timeout 600
 
 # Tests that run no binary of ours (promtool on the shipped rules, Alertmanager on its shipped
-# configuration, the compiler on planted includes), or one only as a black box beside the rules
-# and routing they test (test_pipeline_health: ibfabric-localize, which test_localize_service
-# runs under the sanitizers): the release suite runs them once; a sanitizer build has nothing to
-# add to them (74, 43, 10 and 60 s in the release suite).
-sanitizer_free='^e2e/(test_alert_rules|test_alertmanager_config|test_layers|test_pipeline_health)$'
+# configuration, the compiler on planted includes, the maintenance tool), or one only as a black
+# box beside the rules and routing they test (test_pipeline_health: ibfabric-localize, which
+# test_localize_service runs under the sanitizers): the release suite runs them once; a
+# sanitizer build has nothing to add to them (74, 43, 10 and 60 s in the release suite).
+sanitizer_free='^e2e/(test_alert_rules|test_alertmanager_config|test_layers|test_pipeline_health|test_maintenance_tool)$'
 # Runs the suite of build dir $1 with sanitizer reports written under $1/sanitizer-reports.
 sanitized_suite() {
   local dir=$1 reports=$1/sanitizer-reports failed=0

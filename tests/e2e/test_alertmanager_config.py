@@ -12,8 +12,13 @@
    Each fault must give exactly one notification group per culprit, at the receiver of the
    culprit's severity, carrying only the culprit; its symptoms must be held as inhibited. A
    clean fabric on a loaded machine (only the job-wide info IbfabricProbeRttSpikes) notifies
-   no one. IbfabricWatchdog is posted beside every fault: it is one group of its own at the
-   heartbeat receiver, with nothing else in it, and never inhibited.
+   no one. A switch, a node and a cable in maintenance (IbfabricMaintenance firing for it):
+   none of the alerts about it is notified, whatever their severity, and those about other
+   things are. A critical alert silences the warning and info alerts about the same thing
+   (cable, port, host port, daemon), not the sweep's alerts its daemon reports; two fabrics
+   (label `cluster`) neither share a notification nor silence each other's alerts.
+   IbfabricWatchdog is posted beside every fault: it is one group of its own at the heartbeat
+   receiver, with nothing else in it, and never inhibited.
 
 What the rules themselves keep quiet (the per-pair probe alerts of pairs a named culprit
 explains, the host daemon's IbfabricStuckReceiver where the sweep sees the port) is tested by
@@ -85,6 +90,8 @@ class AmtoolTest(unittest.TestCase):
             ("dashboards", {"alertname": "IbfabricProbeRttSpikes", "severity": "info",
                             "job": "ibfabric"}),
             ("dashboards", {"alertname": "IbfabricCongestion", "severity": "info"}),
+            ("dashboards", {"alertname": "IbfabricMaintenance", "severity": "info",
+                            "switch_guid": LEAF2, "node_guid": LEAF2}),
             ("dashboards", {"alertname": "SomethingElse"}),  # no severity: nobody notified
             ("heartbeat", WATCHDOG),
             # The Watchdog by its name, whatever else it carries (an external label, a severity
@@ -122,16 +129,22 @@ GPU2_CABLE = "0x0002c90300000001:2:%s:1" % GPU2
 
 def host_port_alert(name, severity, instance, cable, side="local", node_name="gpu-node-03",
                     peer_node_name="leaf-a02 (rack A2)", peer_port="1"):
+    # The cable's switch end first: the peer's GUID.
     return {"alertname": name, "severity": severity, "job": "ibfabric", "instance": instance,
             "device": "mlx5_0", "port": "1", "side": side, "node_name": node_name,
-            "peer_node_name": peer_node_name, "peer_port": peer_port, "cable": cable}
+            "peer_node_guid": cable.split(":")[0], "peer_node_name": peer_node_name,
+            "peer_port": peer_port, "cable": cable}
 
 
 def switch_port_alert(name, severity, node_guid, port, cable, cable_end, remote_node_type,
-                      leaf=None, node_name="leaf-a02 (rack A2)", remote_node_name="gpu-node-03"):
+                      leaf=None, node_name="leaf-a02 (rack A2)", remote_node_name="gpu-node-03",
+                      instance="localhost:10916"):
+    # The far end's GUID: the cable's "b" end seen from its "a" end, and the other way round.
+    remote = cable.split(":")[2 if cable_end == "a" else 0]
     labels = {"alertname": name, "severity": severity, "job": "ibfabric",
-              "instance": "localhost:10916", "node_guid": node_guid, "port": port,
-              "node_name": node_name, "remote_node_name": remote_node_name, "remote_port": "1",
+              "instance": instance, "node_guid": node_guid, "port": port,
+              "node_name": node_name, "remote_node_guid": remote,
+              "remote_node_name": remote_node_name, "remote_port": "1",
               "remote_node_type": remote_node_type, "cable": cable, "cable_end": cable_end}
     if leaf:
         labels["leaf"] = leaf
@@ -146,6 +159,23 @@ def suspect_link(cable_a, port_a, cable_b, port_b, name_a, name_b):
 
 
 LOADED_MACHINE = {"alertname": "IbfabricProbeRttSpikes", "severity": "info", "job": "ibfabric"}
+LEAF1 = "0x0002c90300000001"
+LEAF2_SPINE1_CABLE = "%s:3:%s:2" % (LEAF2, SPINE1)
+
+
+def maintenance(kind, name, **identity):
+    """IbfabricMaintenance as the rules give it: one per daemon, GUID and cable in maintenance,
+    a GUID in every label the alerts about it use."""
+    labels = {"alertname": "IbfabricMaintenance", "severity": "info", "kind": kind, "name": name,
+              "reason": "CHG-1234", "until": "2026-12-01T06:00:00Z"}
+    guid = identity.pop("guid", None)
+    if guid:
+        labels.update(node_guid=guid, remote_node_guid=guid, peer_node_guid=guid)
+        if kind == "switch":
+            labels["switch_guid"] = guid
+    labels.update(identity)
+    return labels
+
 
 # name -> (alerts posted, {receiver: [alert names of each notification group]}, inhibited)
 SCENARIOS = {
@@ -262,6 +292,137 @@ SCENARIOS = {
         {"chat": [{"IbfabricSymbolErrors", "IbfabricSwitchPortErrors"}]},
         set()),
 }
+
+# Maintenance (docs/alerts-and-dashboards.md, "Maintenance"): IbfabricMaintenance (info, to no
+# one) holds back every alert about the thing in maintenance, whatever its severity; the alerts
+# about other things still notify.
+SCENARIOS.update({
+    # Leaf leaf-a02 in a firmware upgrade: its IbfabricSwitchDown, its ports' alerts (the sweep's,
+    # and gpu-node-03's port cabled to it), the spine's port cabled to it, a culprit and a hot
+    # spot naming it: none notified. gpu-node-02's port, on leaf-a01, still pages.
+    "switch in maintenance": (
+        [maintenance("switch", "leaf-a02 (rack A2)", guid=LEAF2),
+         {"alertname": "IbfabricSwitchDown", "severity": "critical", "switch_guid": LEAF2,
+          "switch_name": "leaf-a02 (rack A2)"},
+         switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF2, "1", GPU3_CABLE, "a", "CA"),
+         switch_port_alert("IbfabricSwitchPortDown", "critical", SPINE1, "2", LEAF2_SPINE1_CABLE,
+                           "b", "switch", leaf=LEAF2, node_name="spine-1",
+                           remote_node_name="leaf-a02 (rack A2)"),
+         host_port_alert("IbfabricPortDown", "critical", "localhost:10918", GPU3_CABLE),
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", LEAF2, "3", LEAF2_SPINE1_CABLE,
+                           "a", "switch", leaf=LEAF2, remote_node_name="spine-1"),
+         suspect_link(LEAF2, "3", SPINE1, "2", "leaf-a02 (rack A2)", "spine-1"),
+         {"alertname": "IbfabricCongestionHotSpot", "severity": "warning", "node_guid": SPINE1,
+          "port": "2", "node_name": "spine-1", "remote_node_guid": LEAF2, "remote_port": "3",
+          "remote_node_name": "leaf-2", "tier": "spine", "role": "root", "unit": "share"},
+         host_port_alert("IbfabricPortDown", "critical", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2")],
+        {"pager": [{"IbfabricPortDown"}]},
+        {"IbfabricSwitchDown", "IbfabricSwitchPortDown", "IbfabricPortDown",
+         "IbfabricSwitchPortErrors", "IbfabricSuspectLink", "IbfabricCongestionHotSpot"}),
+    # gpu-node-02 drained and powered off: its IbfabricHostDown (and IbfabricDaemonDown, were
+    # it only its daemon), its port, the switch port facing it, its collectors, its probes and
+    # the culprit naming it: none notified. Another daemon down still pages, and the fabric
+    # sweep that gpu-node-02 runs still reports the other switch ports (their job and instance
+    # are the sweeper's, not what they are about).
+    "node in maintenance": (
+        [maintenance("node", "gpu-node-02", job="ibfabric", instance="localhost:10917"),
+         maintenance("node", "gpu-node-02", guid=GPU2),
+         {"alertname": "IbfabricHostDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10917"},
+         {"alertname": "IbfabricDaemonDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10917"},
+         host_port_alert("IbfabricPortDown", "critical", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2"),
+         switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF1, "2", GPU2_CABLE, "a",
+                           "CA", node_name="leaf-a01 (rack A1)", remote_node_name="gpu-node-02"),
+         {"alertname": "IbfabricCollectorFailing", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "collector": "probe"},
+         {"alertname": "IbfabricSuspectHost", "severity": "warning", "node_guid": GPU2,
+          "node_name": "gpu-node-02"},
+         {"alertname": "IbfabricProbeLoss", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "peer": "gpu-node-01", "transport": "mad",
+          "prober_name": "gpu-node-02", "peer_name": "gpu-node-01"},
+         {"alertname": "IbfabricDaemonDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10918"},
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", LEAF2, "1", GPU3_CABLE, "a",
+                           "CA", instance="localhost:10917")],
+        {"pager": [{"IbfabricDaemonDown"}], "chat": [{"IbfabricSwitchPortErrors"}]},
+        {"IbfabricHostDown", "IbfabricDaemonDown", "IbfabricPortDown", "IbfabricSwitchPortDown",
+         "IbfabricCollectorFailing", "IbfabricSuspectHost", "IbfabricProbeLoss"}),
+    # gpu-node-03's cable being replaced: its ends down, the errors of its going down, the
+    # culprit naming it: none notified. Errors on gpu-node-02's cable still go to chat.
+    "cable in maintenance": (
+        [maintenance("cable", "leaf-a02 (rack A2):1", cable=GPU3_CABLE),
+         host_port_alert("IbfabricPortDown", "critical", "localhost:10918", GPU3_CABLE),
+         switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF2, "1", GPU3_CABLE, "a", "CA"),
+         host_port_alert("IbfabricLinkDowned", "warning", "localhost:10918", GPU3_CABLE),
+         suspect_link(LEAF2, "1", GPU3, "1", "leaf-a02 (rack A2)", "gpu-node-03"),
+         host_port_alert("IbfabricSymbolErrors", "warning", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2")],
+        {"chat": [{"IbfabricSymbolErrors"}]},
+        {"IbfabricPortDown", "IbfabricSwitchPortDown", "IbfabricLinkDowned",
+         "IbfabricSuspectLink"}),
+})
+
+# A critical alert silences the warning and info alerts about the same thing, whatever their
+# names (a cable, a port by GUID, a host port, a daemon), and only those.
+SCENARIOS.update({
+    # gpu-node-02's cable down (its port pages), the localizer naming that cable and its link
+    # width at the switch end degraded on the way down, its RoCE timeouts; leaf-a02's port to
+    # gpu-node-03 down (the sweep pages) with a hot spot and a stuck receiver at that port; a
+    # host gone (IbfabricHostDown) with its probes' loss and its MAD timeouts. Three pages, no
+    # warning about them; the fabric sweep the gone host ran reports a cable elsewhere: chat.
+    "critical silences what it is about": (
+        [host_port_alert("IbfabricPortDown", "critical", "localhost:10917", GPU2_CABLE,
+                         node_name="gpu-node-02", peer_node_name="leaf-a01 (rack A1)",
+                         peer_port="2"),
+         suspect_link(LEAF1, "2", GPU2, "1", "leaf-a01 (rack A1)", "gpu-node-02"),
+         host_port_alert("IbfabricLinkWidthDegraded", "warning", "localhost:10917", GPU2_CABLE,
+                         side="peer", node_name="gpu-node-02",
+                         peer_node_name="leaf-a01 (rack A1)", peer_port="2"),
+         {"alertname": "IbfabricRoceLocalAckTimeouts", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10917", "device": "mlx5_0", "port": "1"},
+         switch_port_alert("IbfabricSwitchPortDown", "critical", LEAF2, "1", GPU3_CABLE, "a", "CA"),
+         {"alertname": "IbfabricCongestionHotSpot", "severity": "warning", "node_guid": LEAF2,
+          "port": "1", "node_name": "leaf-2", "remote_node_guid": GPU3, "remote_port": "1",
+          "remote_node_name": "gpu-node-03", "tier": "host_downlink", "role": "root",
+          "unit": "share"},
+         {"alertname": "IbfabricStuckReceiver", "severity": "warning", "node_guid": LEAF2,
+          "port": "1", "node_name": "leaf-2", "remote_node_guid": GPU3, "remote_port": "1",
+          "remote_node_name": "gpu-node-03", "tier": "host_downlink", "cable": GPU3_CABLE},
+         {"alertname": "IbfabricHostDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10919"},
+         {"alertname": "IbfabricProbeLoss", "severity": "warning", "job": "ibfabric",
+          "instance": "localhost:10919", "peer": "gpu-node-01", "transport": "mad",
+          "prober_name": "gpu-node-04", "peer_name": "gpu-node-01"},
+         {"alertname": "IbfabricMadTimeouts", "severity": "info", "job": "ibfabric",
+          "instance": "localhost:10919", "class": "subn"},
+         switch_port_alert("IbfabricSwitchPortErrors", "warning", SPINE1, "2", LEAF2_SPINE1_CABLE,
+                           "b", "switch", leaf=LEAF2, node_name="spine-1",
+                           remote_node_name="leaf-a02 (rack A2)", instance="localhost:10919")],
+        {"pager": [{"IbfabricPortDown"}, {"IbfabricSwitchPortDown"}, {"IbfabricHostDown"}],
+         "chat": [{"IbfabricSwitchPortErrors"}]},
+        {"IbfabricSuspectLink", "IbfabricLinkWidthDegraded", "IbfabricRoceLocalAckTimeouts",
+         "IbfabricCongestionHotSpot", "IbfabricStuckReceiver", "IbfabricProbeLoss",
+         "IbfabricMadTimeouts"}),
+    # Two fabrics, one Alertmanager, each Prometheus with its external label `cluster`, their
+    # daemons named alike: the same alert in both is two notifications, and fabric a's daemon
+    # down silences fabric a's collector alert, not fabric b's.
+    "two fabrics (cluster)": (
+        [{"alertname": "IbfabricDaemonDown", "severity": "critical", "job": "ibfabric",
+          "instance": "localhost:10917", "cluster": "a"}]
+        + [{"alertname": "IbfabricCollectorFailing", "severity": "warning", "job": "ibfabric",
+            "instance": "localhost:10917", "collector": "ports", "cluster": c} for c in "ab"]
+        + [dict(host_port_alert("IbfabricPortDown", "critical", "localhost:10918", GPU3_CABLE),
+                cluster=c) for c in "ab"],
+        {"pager": [{"IbfabricDaemonDown"}, {"IbfabricPortDown"}, {"IbfabricPortDown"}],
+         "chat": [{"IbfabricCollectorFailing"}]},
+        {"IbfabricCollectorFailing"}),
+})
 
 # Shortened in the test's copy (tests/lib/alertmanager.py): group_wait 1s, group_interval 2s.
 SETTLE_SECONDS = 6

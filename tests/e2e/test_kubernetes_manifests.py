@@ -6,9 +6,14 @@ drops every capability, mounts the host's sysfs and /dev/infiniband read-only, p
 labels, port names and numbers; the image tag, the Containerfile and the package agree on the
 version; the ConfigMap's config passes `ibfabricd --check-config`; the checked-in PrometheusRule
 is exactly what generate_prometheusrule.py makes from dashboards/alerts/ibfabric.rules.yml, holds
-the same rules, and `promtool check rules` accepts the rules extracted from it.
+the same rules, and `promtool check rules` accepts the rules extracted from it; the checked-in
+AlertmanagerConfig is what generate_alertmanagerconfig.py makes from
+deploy/alertmanager/alertmanager.yml, converts back into that file's route tree, receivers and
+inhibit rules field by field, and amtool accepts the result; the maintenance windows' PrometheusRule
+(scripts/ibfabric-maintenance --kubernetes) passes the same checks as the shipped one.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -17,7 +22,7 @@ import unittest
 
 import yaml
 
-from ibfabric_testlib import ibfabricd_path, source_dir
+from ibfabric_testlib import ibfabricd_path, require_tools, source_dir
 
 K8S = os.path.join(source_dir(), "deploy", "kubernetes")
 CONTAINERFILE = os.path.join(source_dir(), "deploy", "container", "Containerfile")
@@ -83,6 +88,7 @@ class ManifestsTest(unittest.TestCase):
         expected = {"Namespace": "v1", "ConfigMap": "v1", "DaemonSet": "apps/v1",
                     "Service": "v1", "ServiceMonitor": "monitoring.coreos.com/v1",
                     "PrometheusRule": "monitoring.coreos.com/v1",
+                    "AlertmanagerConfig": "monitoring.coreos.com/v1alpha1",
                     "Kustomization": "kustomize.config.k8s.io/v1beta1"}
         self.assertEqual({k: d["apiVersion"] for k, d in self.by_kind.items()}, expected)
 
@@ -282,6 +288,241 @@ class PrometheusRuleTest(unittest.TestCase):
                                  text=True, timeout=60)
         self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
         self.assertRegex(out.stdout + out.stderr, rf"SUCCESS: {count} rules found")
+
+
+ALERTMANAGER = os.path.join(source_dir(), "deploy", "alertmanager", "alertmanager.yml")
+MATCHER = re.compile(r'^\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*(=~|!~|!=|=)\s*"((?:[^"\\]|\\.)*)"\s*$')
+
+
+def parse_matcher(text):
+    """(name, type, value) of an Alertmanager matcher as the shipped file writes them."""
+    m = MATCHER.match(text)
+    assert m, "a matcher the test does not read: %r" % text
+    return m.group(1), m.group(2), json.loads('"%s"' % m.group(3))
+
+
+def crd_matcher(m):
+    """(name, type, value) of an AlertmanagerConfig matcher."""
+    assert set(m) == {"name", "value", "matchType"}, m
+    assert m["matchType"] in ("=", "!=", "=~", "!~"), m
+    return m["name"], m["matchType"], m["value"]
+
+
+def route_back(r):
+    """An AlertmanagerConfig route as alertmanager.yml writes one (matchers as tuples)."""
+    names = {"receiver": "receiver", "groupBy": "group_by", "groupWait": "group_wait",
+             "groupInterval": "group_interval", "repeatInterval": "repeat_interval",
+             "continue": "continue"}
+    assert set(r) <= set(names) | {"matchers", "routes"}, sorted(r)
+    out = {names[k]: v for k, v in r.items() if k in names}
+    if "matchers" in r:
+        out["matchers"] = [crd_matcher(m) for m in r["matchers"]]
+    if "routes" in r:
+        out["routes"] = [route_back(c) for c in r["routes"]]
+    return out
+
+
+def route_shipped(r):
+    out = {k: v for k, v in r.items() if k not in ("matchers", "routes")}
+    if "matchers" in r:
+        out["matchers"] = [parse_matcher(m) for m in r["matchers"]]
+    if "routes" in r:
+        out["routes"] = [route_shipped(c) for c in r["routes"]]
+    return out
+
+
+def receiver_back(r):
+    assert set(r) <= {"name", "webhookConfigs"}, sorted(r)
+    out = {"name": r["name"]}
+    if "webhookConfigs" in r:
+        names = {"url": "url", "sendResolved": "send_resolved", "maxAlerts": "max_alerts"}
+        out["webhook_configs"] = []
+        for w in r["webhookConfigs"]:
+            assert set(w) <= set(names), sorted(w)
+            out["webhook_configs"].append({names[k]: v for k, v in w.items()})
+    return out
+
+
+def inhibit_back(r):
+    assert set(r) <= {"sourceMatch", "targetMatch", "equal"}, sorted(r)
+    out = {"source_matchers": [crd_matcher(m) for m in r["sourceMatch"]],
+           "target_matchers": [crd_matcher(m) for m in r["targetMatch"]]}
+    if "equal" in r:
+        out["equal"] = r["equal"]
+    return out
+
+
+def inhibit_shipped(r):
+    out = {"source_matchers": [parse_matcher(m) for m in r["source_matchers"]],
+           "target_matchers": [parse_matcher(m) for m in r["target_matchers"]]}
+    if "equal" in r:
+        out["equal"] = r["equal"]
+    return out
+
+
+def tuples_to_text(m):
+    return "%s%s%s" % (m[0], m[1], json.dumps(m[2]))
+
+
+class AlertmanagerConfigTest(unittest.TestCase):
+    """deploy/kubernetes/alertmanagerconfig.yaml: generated from deploy/alertmanager/alertmanager.yml
+    (generate_alertmanagerconfig.py), and equal to it: converted back into an Alertmanager
+    configuration, its route tree, receivers and inhibit rules are the shipped file's, field by
+    field, and amtool accepts the result."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.crd = load("alertmanagerconfig.yaml")
+        with open(ALERTMANAGER) as f:
+            cls.shipped_text = f.read()
+        cls.shipped = yaml.safe_load(cls.shipped_text)
+
+    def test_generated_file_is_current(self):
+        script = os.path.join(K8S, "generate_alertmanagerconfig.py")
+        check = subprocess.run(["python3", script, "--check"], capture_output=True, text=True,
+                               timeout=30)
+        self.assertEqual(check.returncode, 0, check.stderr)
+
+    def test_the_generators_reader_reads_what_yaml_reads(self):
+        # The generator reads alertmanager.yml without a YAML library.
+        import importlib.util
+        spec = importlib.util.spec_from_file_location(
+            "generate_alertmanagerconfig", os.path.join(K8S, "generate_alertmanagerconfig.py"))
+        gen = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(gen)
+        self.assertEqual(gen.load(self.shipped_text), self.shipped)
+        for bad in ("a: {b: c}\n", "a: |\n  text\n", "a: [b, c\n", "a: b\n  c: d\n",
+                    "a: 1\na: 2\n"):
+            with self.subTest(text=bad):
+                with self.assertRaises(gen.YamlError):
+                    gen.load(bad)
+
+    def test_metadata(self):
+        meta = self.crd["metadata"]
+        self.assertEqual((self.crd["apiVersion"], self.crd["kind"]),
+                         ("monitoring.coreos.com/v1alpha1", "AlertmanagerConfig"))
+        self.assertEqual(meta["namespace"], NAMESPACE)
+        self.assertEqual(sorted(self.crd["spec"]), ["inhibitRules", "receivers", "route"])
+
+    def walk(self, want, got, path):
+        """Field by field, each difference named by its path."""
+        if isinstance(want, dict) and isinstance(got, dict):
+            self.assertEqual(sorted(got), sorted(want), path)
+            for k in want:
+                self.walk(want[k], got[k], "%s.%s" % (path, k))
+        elif isinstance(want, list) and isinstance(got, list):
+            self.assertEqual(len(got), len(want), path)
+            for i, (w, g) in enumerate(zip(want, got)):
+                self.walk(w, g, "%s[%d]" % (path, i))
+        else:
+            self.assertEqual(got, want, path)
+
+    def test_route_tree_receivers_and_inhibit_rules_are_the_shipped_ones(self):
+        spec = self.crd["spec"]
+        top = route_back(spec["route"])
+        # The one difference: its top route takes ibfabric's alerts only (the file's root route
+        # takes all; in a shared Alertmanager the others are not this project's).
+        self.assertEqual(top.pop("matchers"), [("alertname", "=~", "Ibfabric.+")])
+        self.walk(route_shipped(self.shipped["route"]), top, "route")
+        self.walk(self.shipped["receivers"], [receiver_back(r) for r in spec["receivers"]],
+                  "receivers")
+        self.walk([inhibit_shipped(r) for r in self.shipped["inhibit_rules"]],
+                  [inhibit_back(r) for r in spec["inhibitRules"]], "inhibit_rules")
+        # Every receiver a route names is there; the top route names one (the operator's rule).
+        names = {r["name"] for r in spec["receivers"]}
+        self.assertIn(spec["route"]["receiver"], names)
+
+        def receivers_of(r):
+            yield r.get("receiver")
+            for c in r.get("routes", []):
+                yield from receivers_of(c)
+        self.assertLessEqual(set(receivers_of(spec["route"])) - {None}, names)
+
+    @require_tools("amtool")
+    def test_converted_back_amtool_accepts_it(self):
+        spec = self.crd["spec"]
+
+        def texts(r):
+            if "matchers" in r:
+                r["matchers"] = [tuples_to_text(m) for m in r["matchers"]]
+            for c in r.get("routes", []):
+                texts(c)
+            return r
+        top = route_back(spec["route"])
+        del top["matchers"]  # a root route has none (test above)
+        config = {"global": self.shipped.get("global", {}),
+                  "route": texts(top),
+                  "receivers": [receiver_back(r) for r in spec["receivers"]],
+                  "inhibit_rules": [
+                      dict(r, source_matchers=[tuples_to_text(m) for m in r["source_matchers"]],
+                           target_matchers=[tuples_to_text(m) for m in r["target_matchers"]])
+                      for r in (inhibit_back(r) for r in spec["inhibitRules"])]}
+        with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+            yaml.safe_dump(config, f, sort_keys=False)
+            f.flush()
+            out = subprocess.run(["amtool", "check-config", f.name], capture_output=True,
+                                 text=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+        self.assertIn("- %d inhibit rules" % len(self.shipped["inhibit_rules"]), out.stdout)
+
+    def test_url_secret_form(self):
+        script = os.path.join(K8S, "generate_alertmanagerconfig.py")
+        out = subprocess.run(["python3", script, "--url-secret", "ibfabric-receivers"],
+                             capture_output=True, text=True, timeout=30)
+        self.assertEqual(out.returncode, 0, out.stderr)
+        doc = yaml.safe_load(out.stdout)
+        hooks = [(r["name"], w) for r in doc["spec"]["receivers"]
+                 for w in r.get("webhookConfigs", [])]
+        self.assertEqual(sorted(n for n, _ in hooks), ["chat", "heartbeat", "pager"])
+        for name, w in hooks:
+            self.assertNotIn("url", w)
+            self.assertEqual(w["urlSecret"], {"name": "ibfabric-receivers", "key": name})
+        self.assertEqual(doc["spec"]["route"], self.crd["spec"]["route"])
+        self.assertEqual(doc["spec"]["inhibitRules"], self.crd["spec"]["inhibitRules"])
+
+
+class MaintenanceManifestTest(unittest.TestCase):
+    """scripts/ibfabric-maintenance --kubernetes: the maintenance windows as a PrometheusRule,
+    checked as the shipped manifests are (tests/e2e/test_maintenance_tool.py tests the tool)."""
+
+    def test_prometheusrule_of_the_windows(self):
+        tool = os.path.join(source_dir(), "scripts", "ibfabric-maintenance")
+        shipped = os.path.join(source_dir(), "deploy", "maintenance",
+                               "ibfabric-maintenance.rules.yml")
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "maintenance.rules.yml")
+            with open(shipped) as f, open(path, "w") as out:
+                out.write(f.read())
+            manifests = []
+            for args in (["list"], ["add", "switch", "leaf-a01 (rack A1)", "--for", "2h"],
+                         ["add", "cable", "leaf-a01 (rack A1):17", "--for", "1h"]):
+                out = subprocess.run(["python3", tool, "--file", path, "--kubernetes", *args],
+                                     capture_output=True, text=True, timeout=30)
+                self.assertEqual(out.returncode, 0, out.stderr)
+                manifests.append(out.stdout)
+        for text, count in zip(manifests, (0, 1, 2)):
+            with self.subTest(windows=count):
+                (doc,) = [d for d in yaml.safe_load_all(text) if d is not None]
+                self.assertEqual((doc["apiVersion"], doc["kind"]),
+                                 ("monitoring.coreos.com/v1", "PrometheusRule"))
+                meta = doc["metadata"]
+                self.assertRegex(meta["name"], r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+                self.assertNotEqual(meta["name"], load("prometheusrule.yaml")["metadata"]["name"])
+                self.assertEqual(meta["namespace"], NAMESPACE)
+                # Selected as the shipped PrometheusRule is.
+                self.assertEqual(meta["labels"], load("prometheusrule.yaml")["metadata"]["labels"])
+                (group,) = doc["spec"]["groups"]
+                self.assertEqual(len(group["rules"]), count)
+                for rule in group["rules"]:
+                    self.assertEqual(rule["record"], "ibfabric:maintenance_declared")
+                    self.assertEqual(sorted(rule["labels"]), ["kind", "name", "reason", "until"])
+                with tempfile.NamedTemporaryFile("w", suffix=".yml") as f:
+                    yaml.safe_dump({"groups": doc["spec"]["groups"]}, f, sort_keys=False)
+                    f.flush()
+                    out = subprocess.run(["promtool", "check", "rules", f.name],
+                                         capture_output=True, text=True, timeout=60)
+                self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
+                self.assertIn("SUCCESS: %d rules found" % count, out.stdout + out.stderr)
 
 
 if __name__ == "__main__":

@@ -52,6 +52,10 @@ NO_DATA_HERE = {
     "Unexplained probe jitter": "no jitter above 500 us on a healthy fabric",
     "Unexplained RTT spikes": "spikes on loopback only now and then",
     "Localizer query failures per second": "no localizer query fails",
+    # Maintenance: nothing is declared in maintenance on the test fabric (promtool and
+    # tests/e2e/test_alertmanager_config.py test it).
+    "In maintenance now": "nothing in maintenance",
+    "Alerts held back by maintenance": "nothing in maintenance",
     "Daemons down, collectors failing or stuck": "every daemon up, every collector working",
     # The training jobs a culprit hurts: no culprit and no job here (test_jobs checks it).
     "Jobs the culprits hurt": "no culprit named, no kube-state-metrics",
