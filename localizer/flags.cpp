@@ -1,5 +1,6 @@
 #include "localizer/flags.h"
 
+#include "config/config.h"
 #include "config/config_section.h"
 
 #include <spdlog/spdlog.h>
@@ -144,7 +145,11 @@ Flags parse_flags(const std::vector<std::string>& args) {
     } else if (arg == "--evidence.max-age") {
       o.max_evidence_age = duration_flag(arg, need());
     } else if (arg == "--web.listen-address") {
+      // The address as ibfabricd's flag and config take it (one rule for both programs).
       o.listen_address = need();
+      if (auto error = check_listen_address(o.listen_address); !error.empty()) {
+        throw std::invalid_argument("--web.listen-address \"" + o.listen_address + "\": " + error);
+      }
     } else if (arg == "--web.config.file") {
       o.web_config_file = need();
     } else if (arg == "--log.level") {
@@ -157,12 +162,9 @@ Flags parse_flags(const std::vector<std::string>& args) {
       if (o.log_format != "logfmt" && o.log_format != "json") {
         throw std::invalid_argument("--log.format=" + o.log_format + ": logfmt or json");
       }
-    } else if (arg == "--once") {
-      o.once = true;
-    } else if (arg == "--version") {
-      o.version = true;
-    } else if (arg == "--help" || arg == "-h") {
-      o.help = true;
+    } else if (arg == "--once" || arg == "--version" || arg == "--help" || arg == "-h") {
+      if (has_value) throw std::invalid_argument("flag " + arg + " takes no value");
+      (arg == "--once" ? o.once : arg == "--version" ? o.version : o.help) = true;
     } else {
       throw std::invalid_argument("unknown flag " + args[i] + " (--help lists them)");
     }

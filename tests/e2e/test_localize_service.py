@@ -374,6 +374,8 @@ class LocalizeServiceTest(unittest.TestCase):
                               (["--query.max-response-bytes=lots"], "KiB, MiB or GiB"),
                               (["--query.max-concurrency=0"], "1 to 64"),
                               (["--log.format=xml"], "logfmt or json"),
+                              (["--web.listen-address=10920"], "expected HOST:PORT"),
+                              (["--once=yes"], "takes no value"),
                               (["--prometheus.http-config-file=/nonexistent.yml"],
                                "/nonexistent.yml"),
                               (["--prometheus.http-config-file=" + self.bad_http_config()],
