@@ -1,5 +1,7 @@
 #include "query/http_client.h"
 
+#include "core/http_url.h"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -21,47 +23,10 @@ using tcp = asio::ip::tcp;
 
 namespace {
 
-struct Url {
-  bool tls = false;
-  std::string host, port, prefix;
-};
-
-Url parse_url(const std::string& url) {
-  Url u;
-  std::string rest;
-  if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-  } else if (url.rfind("https://", 0) == 0) {
-    u.tls = true;
-    rest = url.substr(8);
-  } else {
-    throw std::invalid_argument("--prometheus.url " + url +
-                                ": must start with http:// or https:// (e.g. "
-                                "http://prometheus:9090)");
-  }
-  auto slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  u.prefix = slash == std::string::npos ? "" : rest.substr(slash);
-  while (!u.prefix.empty() && u.prefix.back() == '/') u.prefix.pop_back();
-  if (authority.find('@') != std::string::npos) {
-    throw std::invalid_argument("--prometheus.url " + url +
-                                ": credentials in the URL would show in logs; give them as "
-                                "--prometheus.header='Authorization: Basic ...'");
-  }
-  if (!authority.empty() && authority.front() == '[') {  // [v6]:port
-    auto close = authority.find(']');
-    if (close == std::string::npos)
-      throw std::invalid_argument("--prometheus.url " + url + ": bad IPv6 host");
-    u.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':')
-      u.port = authority.substr(close + 2);
-  } else {
-    auto colon = authority.rfind(':');
-    u.host = authority.substr(0, colon);
-    if (colon != std::string::npos) u.port = authority.substr(colon + 1);
-  }
-  if (u.host.empty()) throw std::invalid_argument("--prometheus.url " + url + ": no host");
-  if (u.port.empty()) u.port = u.tls ? "443" : "80";
+// The store's URL: its path is the API's prefix (no trailing '/').
+HttpUrl parse_url(const std::string& url) {
+  HttpUrl u = parse_http_url(url, "--prometheus.url");
+  while (!u.path.empty() && u.path.back() == '/') u.path.pop_back();
   return u;
 }
 
@@ -136,7 +101,7 @@ struct PrometheusClient::Impl : std::enable_shared_from_this<Impl> {
   }
   asio::io_context& io;
   ClientOptions options;
-  Url url;
+  HttpUrl url;
   std::string server_name;  // what the store's certificate must name (and SNI)
   std::unique_ptr<asio::ssl::context> ssl;
 };
@@ -311,7 +276,7 @@ void PrometheusClient::query(const std::string& promql, double at, std::vector<s
   auto fill = [&](auto& exchange) {
     auto& req = exchange->request;
     req.method(http::verb::post);
-    req.target(impl_->url.prefix + "/api/v1/query");
+    req.target(impl_->url.path + "/api/v1/query");
     req.version(11);
     req.set(http::field::host, impl_->url.host);
     req.set(http::field::user_agent, "ibfabric-localize");

@@ -1,5 +1,7 @@
 #include "collectors/probe/probe_plan_client.h"
 
+#include "core/http_url.h"
+
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -26,44 +28,13 @@ namespace {
 // A plan is a few lines; anything larger is not one.
 constexpr std::size_t kBodyLimit = 1 << 20;
 
-struct Url {
-  bool tls = false;
-  std::string host, port, target;
-};
-
-Url parse(const std::string& url) {
-  Url u;
-  std::string rest;
-  if (url.rfind("http://", 0) == 0) {
-    rest = url.substr(7);
-  } else if (url.rfind("https://", 0) == 0) {
-    u.tls = true;
-    rest = url.substr(8);
-  } else {
-    throw std::invalid_argument("plan_url \"" + url +
-                                "\": must start with http:// or https:// (e.g. "
-                                "http://ibfabric-localize:10920/probe-plan)");
-  }
-  auto slash = rest.find('/');
-  std::string authority = rest.substr(0, slash);
-  u.target = slash == std::string::npos ? "/probe-plan" : rest.substr(slash);
-  if (u.target.find('?') != std::string::npos) {
+// The plan's URL: its path, /probe-plan when none; no query string (node_guid is added).
+HttpUrl parse(const std::string& url) {
+  HttpUrl u = parse_http_url(url, "plan_url");
+  if (u.path.empty()) u.path = "/probe-plan";
+  if (u.path.find('?') != std::string::npos) {
     throw std::invalid_argument("plan_url \"" + url + "\": no query string (node_guid is added)");
   }
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string::npos)
-      throw std::invalid_argument("plan_url \"" + url + "\": bad IPv6 host");
-    u.host = authority.substr(1, close - 1);
-    if (close + 1 < authority.size() && authority[close + 1] == ':')
-      u.port = authority.substr(close + 2);
-  } else {
-    auto colon = authority.rfind(':');
-    u.host = authority.substr(0, colon);
-    if (colon != std::string::npos) u.port = authority.substr(colon + 1);
-  }
-  if (u.host.empty()) throw std::invalid_argument("plan_url \"" + url + "\": no host");
-  if (u.port.empty()) u.port = u.tls ? "443" : "80";
   return u;
 }
 
@@ -103,7 +74,7 @@ struct PlanClient::Impl {
     }
   }
   asio::io_context& io;
-  Url url;
+  HttpUrl url;
   std::unique_ptr<asio::ssl::context> ssl;
 };
 
@@ -219,7 +190,7 @@ void PlanClient::fetch(std::uint64_t node_guid, std::chrono::nanoseconds timeout
   std::snprintf(guid, sizeof guid, "0x%016llx", static_cast<unsigned long long>(node_guid));
   auto start = [&](auto get) {
     get->request.method(http::verb::get);
-    get->request.target(impl_->url.target + "?node_guid=" + guid);
+    get->request.target(impl_->url.path + "?node_guid=" + guid);
     get->request.version(11);
     get->request.set(http::field::host, impl_->url.host);
     get->request.set(http::field::user_agent, "ibfabricd");
