@@ -61,9 +61,10 @@ Jobs (`--jobs N`, layout single; issue 50 item 5, docs/design.md "Probes that co
   new: each simulated daemon does what the probe collector does with collectors.probe.plan_url
   (collectors/probe/probe_run.cpp ask_plan, update_peers): asks the localizer's
   /probe-plan?node_guid=0x... every `--plan-interval` (30 s) after its last answer, from a random
-  phase, and probes the planned peers first within `--peers` (max_peers), the drawn subset
-  filling the rest (a peer kept keeps its counters, a new one starts from 0, a dropped one's
-  series go); ibfabric_probe_plan_{peers,up}; its paths collector (every `--paths-interval`, 30
+  phase, each daemon from a loopback address of its own (127.2.x.y), and probes the planned
+  peers first within `--peers` (max_peers), the drawn subset filling the rest (a peer kept
+  keeps its counters, a new one starts from 0, a dropped one's series go);
+  ibfabric_probe_plan_{peers,up}; its paths collector (every `--paths-interval`, 30
   s, random phase) traces the new peers (ibfabric_path_hop_info both legs, _peer_info, the
   marker ibfabric_path_traces_total{cause="new"} moving) and drops the gone ones. `--no-plan`:
   no daemon asks (the coverage without the plan). Measured, polling the store every
@@ -681,10 +682,19 @@ class KubeStateMetrics:
         return self.cache[1]
 
 
-async def http_get_async(host, port, path, timeout):
-    """One GET (HTTP/1.1, Connection: close); (status, body)."""
+def daemon_address(i):
+    """The source address of host i's simulated daemon: one of its own (127.0.0.0/8 is all
+    loopback on Linux), as every real daemon has. From one address, the daemons would share the
+    localizer's web limit of 16 connections a client (config/config.h WebLimits), and the
+    oldest waiting would be closed unanswered."""
+    return "127.2.%d.%d" % (i // 250, i % 250 + 1)
+
+
+async def http_get_async(host, port, path, timeout, local=None):
+    """One GET (HTTP/1.1, Connection: close), from address `local`; (status, body)."""
     async def go():
-        reader, writer = await asyncio.open_connection(host, port)
+        reader, writer = await asyncio.open_connection(
+            host, port, local_addr=(local, 0) if local else None)
         try:
             writer.write(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n" % (
                 path, host, port)).encode())
@@ -816,7 +826,7 @@ def serve(args):
             try:
                 status, body = await http_get_async(
                     url.hostname, url.port, "%s?node_guid=%s" % (url.path, fabric.hex(("h", t.i))),
-                    min(args.plan_interval, 5))
+                    min(args.plan_interval, 5), daemon_address(t.i))
                 plan = parse_plan(body) if status == 200 else None
                 error = None if plan is not None else "HTTP %d or a malformed plan" % status
             except (OSError, ValueError, IndexError, asyncio.TimeoutError) as e:
@@ -843,7 +853,7 @@ def serve(args):
         next_paths = [time.time() + phase.uniform(0, args.paths_interval) for _ in range(fabric.n)]
         ask_phase = [phase.uniform(0, args.plan_interval) for _ in range(fabric.n)]
         asking = set()
-        sem = asyncio.Semaphore(32)
+        sem = asyncio.Semaphore(256)  # file descriptors only: the asks go at their own phases
 
         def done(task, i):
             asking.discard(i)
