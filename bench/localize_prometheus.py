@@ -48,6 +48,37 @@ Modes:
         dashboards/alerts/ibfabric.rules.yml):
           bench/localize_prometheus.py --hosts 1024 --mode new --localize build/ibfabric-localize
 
+Jobs (`--jobs N`, layout single; issue 50 item 5, docs/design.md "Probes that cover every job"):
+  every ibfabric target carries `node` (its host name, by the shipped shard files' relabel rule;
+  layout scale: `node` in the target file). From `--jobs-start` seconds on (spread evenly over
+  `--jobs-spread`), N jobs of `--job-size` hosts each start, the hosts drawn from the seed (free
+  hosts first: a job spans leaves, as a scheduler's would), the kinds turning (Kubeflow
+  PyTorchJob, JobSet, Volcano, LeaderWorkerSet, batch Job) over four namespaces. The generator
+  serves them as kube-state-metrics v2 names them (kube_pod_info{node}, kube_pod_labels with the
+  allowlisted job labels, kube_pod_owner, kube_pod_status_phase: Pending `--pod-pending` s
+  before the start, Running from it; an ibfabricd DaemonSet pod on every node besides), scraped
+  as job "kube-state-metrics": the shipped group `ibfabric-jobs` makes ibfabric:job_node. Mode
+  new: each simulated daemon does what the probe collector does with collectors.probe.plan_url
+  (collectors/probe/probe_run.cpp ask_plan, update_peers): asks the localizer's
+  /probe-plan?node_guid=0x... every `--plan-interval` (30 s) after its last answer, from a random
+  phase, each daemon from a loopback address of its own (127.2.x.y), and probes the planned
+  peers first within `--peers` (max_peers), the drawn subset filling the rest (a peer kept
+  keeps its counters, a new one starts from 0, a dropped one's series go);
+  ibfabric_probe_plan_{peers,up}; its paths collector (every `--paths-interval`, 30
+  s, random phase) traces the new peers (ibfabric_path_hop_info both legs, _peer_info, the
+  marker ibfabric_path_traces_total{cause="new"} moving) and drops the gone ones. `--no-plan`:
+  no daemon asks (the coverage without the plan). Measured, polling the store every
+  `--coverage-poll` (2) seconds from the first pods on: per job, seconds from its start (pods
+  Running) until every one of its nodes has probe evidence with another of its nodes
+  (increase(ibfabric_probe_sent_total[1m]) > 0 on a pair whose prober, by `node`, and peer are
+  both the job's: each node probes or is probed by one of its job's), and until
+  ibfabric:job_node lists all its nodes; when its last host applied its plan; the peers (probes
+  a second) and probers per host in the store before the jobs and at the end (max, mean); the
+  localizer's ibfabric_localize_probe_plan_{jobs,hosts} on change; what the rule made of each
+  job. E.g.
+          bench/localize_prometheus.py --hosts 1024 --mode new --localize BINARY --jobs 32 \\
+              --job-size 32 --jobs-start 120 --duration 330
+
 Per host the targets serve (TYPE lines, no HELP), as the real collectors label them:
   probe   per peer: ibfabric_probe_{sent,received,lost,spikes,host_spikes}_total,
           ibfabric_probe_failed_total{reason=port_error|mad_status},
@@ -111,6 +142,8 @@ by PID (also on Ctrl-C / SIGTERM). Standard library only.
         [--scrape-interval 10] [--duration 300] [--fault-after 120] [--warmup 60+interval]
         [--seed 1] [--fault-loss 0.02]
         [--peers 3] [--hosts-per-leaf 32] [--spines 16] [--workdir DIR] [--keep] [--json PATH]
+        [--jobs N [--job-size 32] [--jobs-start 120] [--jobs-spread 60] [--pod-pending 10]
+         [--plan-interval 30] [--paths-interval 30] [--no-plan] [--coverage-poll 2]]
 """
 import argparse
 import asyncio
@@ -132,6 +165,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
@@ -179,8 +213,11 @@ class Fabric:
             drawn = rng.sample(range(hosts - 1), min(peers, hosts - 1))
             self.peers.append([j if j < i else j + 1 for j in drawn])
         # Per pair (i, k-th peer): the cable directions its two legs cross.
-        self.pair_links = [[frozenset(self.cable(h)[:5] for leg in self.legs(i, p) for h in leg)
-                            for p in self.peers[i]] for i in range(hosts)]
+        self.pair_links = [[self.pair_links_of(i, p) for p in self.peers[i]] for i in range(hosts)]
+
+    def pair_links_of(self, i, j):
+        """The cable directions the two legs of the pair (prober i, peer j) cross."""
+        return frozenset(self.cable(h)[:5] for leg in self.legs(i, j) for h in leg)
 
     def guid(self, node):
         kind, n = node
@@ -279,56 +316,79 @@ def peer_label(fabric, j):
 
 # --- Serving (the child process) -------------------------------------------------------------
 
-class HostTarget:
-    """One host's text: a static part (encoded once) and the counters that advance."""
+class PeerState:
+    """One probed pair's counters, as a Peer of the probe collector holds them: a peer dropped
+    and added again starts from 0 (a new Peer)."""
 
-    def __init__(self, fabric, i, rng, sweep):
+    __slots__ = ("start", "phase", "rtt", "lost", "lost_at", "faulty")
+
+    def __init__(self, start, phase, rtt, faulty):
+        self.start, self.phase, self.rtt, self.faulty = start, phase, rtt, faulty
+        self.lost, self.lost_at = 0, None  # lost_at: when lost was last brought up to date
+
+    def sent_at(self, t):
+        return max(0, int(math.floor(t - self.start + self.phase)))
+
+
+class HostTarget:
+    """One host's text: a static part (encoded when the peers or the paths change) and the
+    counters that advance. Its peers: the planned ones first (ibfabric-localize's plan), then
+    the drawn subset (in the order choose_peers ranks it), `len(drawn)` in all, as
+    collectors/probe/probe_run.cpp's update_peers chooses them; its paths: the peers as of the
+    paths collector's last run."""
+
+    def __init__(self, fabric, i, rng, sweep, fault_link=None, plan=False):
         f = fabric
         self.fabric, self.i = f, i
-        me = ("h", i)
-        leaf = ("l", f.leaf_of(i))
         self.base = time.time() - rng.uniform(600, 86400)  # the daemon has run a while
-        self.phases = [rng.random() for _ in f.peers[i]]
-        self.lost = [0 for _ in f.peers[i]]
-        self.lost_at = [None for _ in f.peers[i]]  # when lost was last brought up to date
+        phases = [rng.random() for _ in f.peers[i]]
         self.rate = rng.uniform(1e8, 5e9)  # bytes a second each way
+        self.fault_link = fault_link
+        self.drawn = list(f.peers[i])
+        self.state = {}
+        for k, (j, phase) in enumerate(zip(self.drawn, phases)):
+            self.state[j] = PeerState(self.base, phase, rng.uniform(8e-6, 20e-6),
+                                      fault_link in f.pair_links[i][k])
+        self.peers = list(self.drawn)       # probed now
+        self.path_peers = list(self.drawn)  # traced, as of the paths collector's last run
+        self.traces = len(self.drawn)       # ibfabric_path_traces_total{cause="new"}
+        self.plan_mode, self.plan, self.planned, self.plan_up = plan, [], 0, None
+        self.own_rng = random.Random("host-%d" % i)  # new peers' phases and RTTs
         self.probers = 0  # set by the caller: pairs that probe this host
-        static, families = [], {}
+        self.resp_acc, self.resp_since = 0.0, self.base  # the responder's requests counter
+        self.fixed = self.build_fixed()
+        self.sweep = self.build_sweep() if sweep else (b"", 0)
+        self.build()
+
+    def set_probers(self, n, now):
+        self.resp_acc += self.probers * (now - self.resp_since)
+        self.resp_since, self.probers = now, n
+
+    @staticmethod
+    def text(families, order):
+        out = []
+        for family in order:
+            kind, lines = families[family]
+            out.append("# TYPE %s %s\n" % (family, kind))
+            out.extend(line + "\n" for line in lines)
+        return "".join(out), sum(len(families[fam][1]) for fam in order)
+
+    @staticmethod
+    def adder():
+        order, families = [], {}
 
         def add(family, kind, line):
             if family not in families:
                 families[family] = (kind, [])
-                static.append(family)
+                order.append(family)
             families[family][1].append(line)
+        return add, families, order
 
-        for k, j in enumerate(f.peers[i]):
-            peer = peer_label(f, j)
-            pl = [("peer", peer), ("transport", "mad")]
-            for leg_name, leg in zip(("to_peer", "from_peer"), f.legs(i, j)):
-                for n, hop in enumerate(leg, 1):
-                    a, ap, b, bp, d = f.cable(hop)
-                    add("ibfabric_path_hop_info", "gauge", "ibfabric_path_hop_info%s 1" % labels(
-                        pl + [("leg", leg_name), ("hop", n), ("node_guid", f.hex(a)), ("port", ap),
-                              ("node_name", f.name(a)), ("remote_node_guid", f.hex(b)),
-                              ("remote_port", bp), ("remote_node_name", f.name(b)),
-                              ("direction", d)]))
-            add("ibfabric_path_peer_info", "gauge", "ibfabric_path_peer_info%s 1" % labels(
-                pl + [("peer_node_guid", f.hex(("h", j))), ("peer_node_name", f.name(("h", j)))]))
-            for name in ("spikes_total", "host_spikes_total"):
-                add("ibfabric_probe_" + name, "counter", "ibfabric_probe_%s%s 0" % (name, labels(pl)))
-            for reason in ("port_error", "mad_status"):  # the prober's own failures (98f833c)
-                add("ibfabric_probe_failed_total", "counter", "ibfabric_probe_failed_total%s 0" % labels(
-                    pl + [("reason", reason)]))
-            rtt = rng.uniform(8e-6, 20e-6)
-            for name, value in (("last_rtt_seconds", rtt), ("last_network_rtt_seconds", rtt * 0.8),
-                                ("jitter_seconds", rtt * 0.05), ("baseline_rtt_seconds", rtt)):
-                add("ibfabric_probe_" + name, "gauge",
-                    "ibfabric_probe_%s%s %.9g" % (name, labels(pl), value))
-            for stat, value in (("p50", rtt), ("p99", rtt * 1.5), ("max", rtt * 3)):
-                add("ibfabric_probe_rtt_window_seconds", "gauge",
-                    "ibfabric_probe_rtt_window_seconds%s %.9g" % (labels(pl + [("stat", stat)]), value))
-        add("ibfabric_path_traces_total", "counter",
-            'ibfabric_path_traces_total{cause="new"} %d' % len(f.peers[i]))
+    def build_fixed(self):
+        """What never changes: the node, its daemon's health, its port."""
+        f, i = self.fabric, self.i
+        me, leaf = ("h", i), ("l", f.leaf_of(i))
+        add, families, order = self.adder()
         add("ibfabric_probe_node_info", "gauge", "ibfabric_probe_node_info%s 1" % labels(
             [("node_guid", f.hex(me)), ("node_name", f.name(me))]))
         add("ibfabric_probe_responder_dropped_total", "counter",
@@ -353,39 +413,79 @@ class HostTarget:
                 if name not in PORT_TRAFFIC:
                     add("ibfabric_ports_" + name, "counter",
                         "ibfabric_ports_%s%s 0" % (name, labels(sl)))
-        if sweep:
-            for sw in f.switches():
-                add("ibfabric_fabric_node_transmit_wait_tick_bytes", "gauge",
-                    "ibfabric_fabric_node_transmit_wait_tick_bytes%s 8" % labels(
-                        [("node_guid", f.hex(sw)), ("per", "port")]))
-                for port, remote, rport in f.switch_ports(sw):
-                    b_end = remote[0] != "h" and (f.guid(remote), rport) < (f.guid(sw), port)
-                    add("ibfabric_fabric_link_info", "gauge", "ibfabric_fabric_link_info%s 1" % labels(
-                        [("cable_end", "b" if b_end else "a"), ("node_guid", f.hex(sw)),
-                         ("port", port), ("node_name", f.name(sw)),
-                         ("remote_node_guid", f.hex(remote)), ("remote_port", rport),
-                         ("remote_node_type", "CA" if remote[0] == "h" else "switch"),
-                         ("remote_node_name", f.name(remote))]))
-                    pl = labels([("node_guid", f.hex(sw)), ("port", port)])
-                    add("ibfabric_fabric_port_effective_rate_bytes_per_second", "gauge",
-                        "ibfabric_fabric_port_effective_rate_bytes_per_second%s %.12g" % (pl, EFFECTIVE))
-                    add("ibfabric_fabric_port_link_width_lanes", "gauge",
-                        "ibfabric_fabric_port_link_width_lanes%s 4" % pl)
-                    for name in SWEEP_COUNTERS:
-                        add("ibfabric_fabric_port_" + name, "counter",
-                            "ibfabric_fabric_port_%s%s 0" % (name, pl))
-        text = []
-        for family in static:
-            kind, lines = families[family]
-            text.append("# TYPE %s %s\n" % (family, kind))
-            text.extend(line + "\n" for line in lines)
-        self.static = "".join(text).encode()
-        self.static_series = sum(len(families[fam][1]) for fam in static)
+        text, n = self.text(families, order)
+        return text, n
+
+    def build_sweep(self):
+        f = self.fabric
+        add, families, order = self.adder()
+        for sw in f.switches():
+            add("ibfabric_fabric_node_transmit_wait_tick_bytes", "gauge",
+                "ibfabric_fabric_node_transmit_wait_tick_bytes%s 8" % labels(
+                    [("node_guid", f.hex(sw)), ("per", "port")]))
+            for port, remote, rport in f.switch_ports(sw):
+                b_end = remote[0] != "h" and (f.guid(remote), rport) < (f.guid(sw), port)
+                add("ibfabric_fabric_link_info", "gauge", "ibfabric_fabric_link_info%s 1" % labels(
+                    [("cable_end", "b" if b_end else "a"), ("node_guid", f.hex(sw)),
+                     ("port", port), ("node_name", f.name(sw)),
+                     ("remote_node_guid", f.hex(remote)), ("remote_port", rport),
+                     ("remote_node_type", "CA" if remote[0] == "h" else "switch"),
+                     ("remote_node_name", f.name(remote))]))
+                pl = labels([("node_guid", f.hex(sw)), ("port", port)])
+                add("ibfabric_fabric_port_effective_rate_bytes_per_second", "gauge",
+                    "ibfabric_fabric_port_effective_rate_bytes_per_second%s %.12g" % (pl, EFFECTIVE))
+                add("ibfabric_fabric_port_link_width_lanes", "gauge",
+                    "ibfabric_fabric_port_link_width_lanes%s 4" % pl)
+                for name in SWEEP_COUNTERS:
+                    add("ibfabric_fabric_port_" + name, "counter",
+                        "ibfabric_fabric_port_%s%s 0" % (name, pl))
+        text, n = self.text(families, order)
+        return text.encode(), n
+
+    def build(self):
+        """The static text of the peers and paths as they are now, and the counters' template."""
+        f, i = self.fabric, self.i
+        add, families, order = self.adder()
+        for j in self.path_peers:
+            pl = [("peer", peer_label(f, j)), ("transport", "mad")]
+            for leg_name, leg in zip(("to_peer", "from_peer"), f.legs(i, j)):
+                for n, hop in enumerate(leg, 1):
+                    a, ap, b, bp, d = f.cable(hop)
+                    add("ibfabric_path_hop_info", "gauge", "ibfabric_path_hop_info%s 1" % labels(
+                        pl + [("leg", leg_name), ("hop", n), ("node_guid", f.hex(a)), ("port", ap),
+                              ("node_name", f.name(a)), ("remote_node_guid", f.hex(b)),
+                              ("remote_port", bp), ("remote_node_name", f.name(b)),
+                              ("direction", d)]))
+            add("ibfabric_path_peer_info", "gauge", "ibfabric_path_peer_info%s 1" % labels(
+                pl + [("peer_node_guid", f.hex(("h", j))), ("peer_node_name", f.name(("h", j)))]))
+        for j in self.peers:
+            pl = [("peer", peer_label(f, j)), ("transport", "mad")]
+            for name in ("spikes_total", "host_spikes_total"):
+                add("ibfabric_probe_" + name, "counter", "ibfabric_probe_%s%s 0" % (name, labels(pl)))
+            for reason in ("port_error", "mad_status"):  # the prober's own failures (98f833c)
+                add("ibfabric_probe_failed_total", "counter", "ibfabric_probe_failed_total%s 0" % labels(
+                    pl + [("reason", reason)]))
+            rtt = self.state[j].rtt
+            for name, value in (("last_rtt_seconds", rtt), ("last_network_rtt_seconds", rtt * 0.8),
+                                ("jitter_seconds", rtt * 0.05), ("baseline_rtt_seconds", rtt)):
+                add("ibfabric_probe_" + name, "gauge",
+                    "ibfabric_probe_%s%s %.9g" % (name, labels(pl), value))
+            for stat, value in (("p50", rtt), ("p99", rtt * 1.5), ("max", rtt * 3)):
+                add("ibfabric_probe_rtt_window_seconds", "gauge",
+                    "ibfabric_probe_rtt_window_seconds%s %.9g" % (labels(pl + [("stat", stat)]), value))
+        add("ibfabric_path_traces_total", "counter",
+            'ibfabric_path_traces_total{cause="new"} %d' % self.traces)
+        if self.plan_mode:  # as probe_emit.cpp, with plan_url set
+            add("ibfabric_probe_plan_peers", "gauge", "ibfabric_probe_plan_peers %d" % self.planned)
+            add("ibfabric_probe_plan_up", "gauge", "ibfabric_probe_plan_up %d" % bool(self.plan_up))
+        text, n = self.text(families, order)
+        self.static = (text + self.fixed[0]).encode() + self.sweep[0]
+        self.static_series = n + self.fixed[1] + self.sweep[1]
         # The counters that advance: one %d each, in families of their own.
         dyn = []
         for name in ("sent_total", "received_total", "lost_total"):
             dyn.append("# TYPE ibfabric_probe_%s counter\n" % name)
-            for j in f.peers[i]:
+            for j in self.peers:
                 dyn.append("ibfabric_probe_%s%s %%d\n" % (
                     name, labels([("peer", peer_label(f, j)), ("transport", "mad")])))
         dyn.append("# TYPE ibfabric_probe_responder_requests_total counter\n")
@@ -398,63 +498,279 @@ class HostTarget:
         self.template = "".join(dyn)
         self.series = self.static_series + sum(1 for line in dyn if not line.startswith("#"))
 
-    def sent_at(self, k, t):
-        return max(0, int(math.floor(t - self.base + self.phases[k])))
+    def set_plan(self, guids, now, guid_index):
+        """As ProbeRun::set_plan and update_peers: the planned peers first (found by node GUID,
+        never this node), within max_peers (len(drawn)); then the drawn subset without them.
+        Returns (peers dropped, peers added)."""
+        self.plan = guids
+        max_peers = len(self.drawn)
+        planned = []
+        for g in guids:
+            if len(planned) >= max_peers:
+                break
+            j = guid_index.get(g)
+            if j is None or j == self.i or j in planned:
+                continue  # not in the SA's table (or this node): not probed
+            planned.append(j)
+        rest = [j for j in self.drawn if j not in planned][:max_peers - len(planned)]
+        chosen = planned + rest
+        self.planned = len(planned)
+        gone = [j for j in self.peers if j not in chosen]
+        added = [j for j in chosen if j not in self.state]
+        for j in gone:
+            del self.state[j]
+        for j in added:
+            self.state[j] = PeerState(now, self.own_rng.random(), self.own_rng.uniform(8e-6, 20e-6),
+                                      self.fault_link in self.fabric.pair_links_of(self.i, j))
+        self.peers = chosen
+        return gone, added
+
+    def paths_run(self):
+        """The paths collector's run: the peers probed now traced (cause "new"), the gone ones'
+        paths dropped. True when anything changed."""
+        if set(self.path_peers) == set(self.peers):
+            return False
+        self.traces += len(set(self.peers) - set(self.path_peers))
+        self.path_peers = list(self.peers)
+        return True
 
     def render(self, now, fault):
         values = []
-        sent = [self.sent_at(k, now) for k in range(len(self.phases))]
-        lost = self.bring_lost_up_to_date(now, fault)
+        states = [self.state[j] for j in self.peers]
+        sent = [s.sent_at(now) for s in states]
+        self.bring_lost_up_to_date(now, fault, states)
+        lost = [s.lost for s in states]
         values += sent
         values += [s - l for s, l in zip(sent, lost)]
         values += lost
-        values.append(int(self.probers * (now - self.base)))
+        values.append(int(self.resp_acc + self.probers * (now - self.resp_since)))
         up = now - self.base
         for name, per_byte in PORT_TRAFFIC.items():
             values.append(int(self.rate * up * per_byte))
             values.append(int(self.rate * 1.01 * up * per_byte))
         return (self.template % tuple(values)).encode()
 
-    def bring_lost_up_to_date(self, now, fault):
-        """Draws, for each probe sent since the last scrape that its fault applies to, whether
-        it was lost (fault: (link, loss, epoch) or None)."""
+    @staticmethod
+    def bring_lost_up_to_date(now, fault, states):
+        """Draws, for each probe sent since the last scrape on a pair crossing the faulty
+        direction, whether it was lost (fault: (link, loss, epoch, rng) or None)."""
         if fault is None or fault[2] is None:
-            return self.lost
-        link, loss, since, rng, affected = fault
-        for k in affected.get(self.i, ()):
-            start = since if self.lost_at[k] is None else max(since, self.lost_at[k])
+            return
+        link, loss, since, rng = fault
+        for s in states:
+            if not s.faulty:
+                continue
+            start = since if s.lost_at is None else max(since, s.lost_at)
             if now > start:
-                n = self.sent_at(k, now) - self.sent_at(k, start)
-                self.lost[k] += sum(1 for _ in range(n) if rng.random() < loss)
-                self.lost_at[k] = now
-        return self.lost
+                n = s.sent_at(now) - s.sent_at(start)
+                s.lost += sum(1 for _ in range(n) if rng.random() < loss)
+                s.lost_at = now
+
+
+# --- Training jobs: kube-state-metrics' pods ---------------------------------------------------
+
+JOB_KINDS = ("kubeflow", "jobset", "volcano", "leaderworkerset", "job")
+NAMESPACES = ("team-a", "team-b", "team-c", "team-d")
+
+
+def job_schedule(hosts, jobs, size, seed, start, spread):
+    """The jobs (drawn from the seed, so that a job's hosts span leaves, as a scheduler's would):
+    each {namespace, name, kind, hosts (0-based), start (seconds from the run's start: its pods
+    Running)}. Hosts are not shared while there are free ones; the kinds and namespaces turn."""
+    rng = random.Random("jobs-%d" % seed)
+    free, out = [], []
+    for k in range(jobs):
+        if len(free) < size:
+            free = list(range(hosts))
+            rng.shuffle(free)
+        members, free = sorted(free[:size]), free[size:]
+        out.append({"namespace": NAMESPACES[k % len(NAMESPACES)], "name": "train-%02d" % (k + 1),
+                    "kind": JOB_KINDS[k % len(JOB_KINDS)], "hosts": members,
+                    "start": start + (spread * k / jobs if jobs > 1 else 0.0)})
+    return out
+
+
+class KubeStateMetrics:
+    """The pods kube-state-metrics (v2) would serve for the jobs: kube_pod_info (node),
+    kube_pod_labels (the allowlisted job labels, docs/alerts-and-dashboards.md's
+    --metric-labels-allowlist), kube_pod_owner, kube_pod_status_phase (Pending `pending`
+    seconds before the job's start, Running from it); besides, an ibfabricd DaemonSet pod on
+    every node (never a job). Text rebuilt only when a pod changes phase."""
+
+    PHASES = ("Pending", "Running", "Succeeded", "Failed", "Unknown")
+
+    def __init__(self, fabric, schedule, pending):
+        self.fabric, self.schedule, self.pending = fabric, schedule, pending
+        self.epoch = None
+        self.cache = (None, b"")
+
+    def pods(self, job):
+        """(pod, uid, labels, owner kind, owner name) of each of the job's pods, by host."""
+        ns, name, kind = job["namespace"], job["name"], job["kind"]
+        out = []
+        for n, h in enumerate(job["hosts"]):
+            uid = "%08x-0000-4000-8000-%012x" % (zlib.crc32(("%s/%s" % (ns, name)).encode()), h)
+            if kind == "kubeflow":  # a PyTorchJob's worker
+                pod = "%s-worker-%d" % (name, n)
+                lab = [("label_training_kubeflow_org_job_name", name),
+                       ("label_training_kubeflow_org_replica_type", "worker")]
+                owner = ("PyTorchJob", name)
+            elif kind == "jobset":  # a JobSet's replicated Job's pod
+                pod = "%s-workers-0-%d-x%04d" % (name, n, h)
+                lab = [("label_jobset_sigs_k8s_io_jobset_name", name),
+                       ("label_job_name", "%s-workers-0" % name)]
+                owner = ("Job", "%s-workers-0" % name)
+            elif kind == "volcano":  # a Volcano vcjob's task pod (its owner kind is Job too)
+                pod = "%s-worker-%d" % (name, n)
+                lab = [("label_volcano_sh_job_name", name)]
+                owner = ("Job", name)
+            elif kind == "leaderworkerset":  # one group of a LeaderWorkerSet
+                pod = "%s-0" % name if n == 0 else "%s-0-%d" % (name, n)
+                lab = [("label_leaderworkerset_sigs_k8s_io_name", name)]
+                owner = ("StatefulSet", name if n == 0 else "%s-0" % name)
+            else:  # an indexed batch Job
+                pod = "%s-%d-x%04d" % (name, n, h)
+                lab = [("label_job_name", name)]
+                owner = ("Job", name)
+            out.append((h, pod, uid, lab, owner))
+        return out
+
+    def render(self, now):
+        if self.epoch is None:
+            return b""
+        t = now - self.epoch
+        # Which jobs' pods are absent, Pending or Running: the text changes only with that.
+        key = tuple(0 if t < j["start"] - self.pending else 1 if t < j["start"] else 2
+                    for j in self.schedule)
+        if self.cache[0] == key:
+            return self.cache[1]
+        f = self.fabric
+        info, lab_lines, owner_lines, phase_lines = [], [], [], []
+
+        def pod(ns, name, uid, node, ip, labs, owner, phase):
+            base = [("namespace", ns), ("pod", name), ("uid", uid)]
+            info.append("kube_pod_info%s 1" % labels(base + [
+                ("host_ip", "10.0.%d.%d" % (ip // 250, ip % 250 + 1)),
+                ("pod_ip", "10.128.%d.%d" % (ip // 250, ip % 250 + 1)), ("node", node),
+                ("created_by_kind", owner[0]), ("created_by_name", owner[1]),
+                ("priority_class", ""), ("host_network", "false")]))
+            lab_lines.append("kube_pod_labels%s 1" % labels(base + labs))
+            owner_lines.append("kube_pod_owner%s 1" % labels(base + [
+                ("owner_kind", owner[0]), ("owner_name", owner[1]),
+                ("owner_is_controller", "true")]))
+            for p in self.PHASES:
+                phase_lines.append("kube_pod_status_phase%s %d" % (
+                    labels(base + [("phase", p)]), p == phase))
+
+        for h in range(f.n):
+            pod("ibfabric", "ibfabricd-%05x" % h, "ds-%012x" % h, f.name(("h", h)), h,
+                [("label_app_kubernetes_io_name", "ibfabricd")], ("DaemonSet", "ibfabricd"),
+                "Running")
+        for j, state in zip(self.schedule, key):
+            if state == 0:
+                continue
+            for h, name, uid, labs, owner in self.pods(j):
+                pod(j["namespace"], name, uid, f.name(("h", h)), h, labs, owner,
+                    "Pending" if state == 1 else "Running")
+        text = []
+        for family, lines in (("kube_pod_info", info), ("kube_pod_labels", lab_lines),
+                              ("kube_pod_owner", owner_lines),
+                              ("kube_pod_status_phase", phase_lines)):
+            text.append("# HELP %s kube-state-metrics, simulated\n# TYPE %s gauge\n" % (family, family))
+            text.extend(line + "\n" for line in lines)
+        self.cache = (key, "".join(text).encode())
+        return self.cache[1]
+
+
+def daemon_address(i):
+    """The source address of host i's simulated daemon: one of its own (127.0.0.0/8 is all
+    loopback on Linux), as every real daemon has. From one address, the daemons would share the
+    localizer's web limit of 16 connections a client (config/config.h WebLimits), and the
+    oldest waiting would be closed unanswered."""
+    return "127.2.%d.%d" % (i // 250, i % 250 + 1)
+
+
+async def http_get_async(host, port, path, timeout, local=None):
+    """One GET (HTTP/1.1, Connection: close), from address `local`; (status, body)."""
+    async def go():
+        reader, writer = await asyncio.open_connection(
+            host, port, local_addr=(local, 0) if local else None)
+        try:
+            writer.write(("GET %s HTTP/1.1\r\nHost: %s:%d\r\nConnection: close\r\n\r\n" % (
+                path, host, port)).encode())
+            await writer.drain()
+            data = await reader.read()
+        finally:
+            writer.close()
+        head, _, body = data.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        if b"chunked" in head.lower():
+            raise ValueError("chunked answer")
+        return status, body.decode(errors="replace")
+    return await asyncio.wait_for(go(), timeout)
+
+
+def parse_plan(body):
+    """As collectors/probe/probe_plan_client.cpp's parse_plan: the node GUIDs, lines starting
+    with '#' comments; None when a line is neither."""
+    out = []
+    for line in body.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        token = line.split()[0]
+        if len(token) != 18 or not token.startswith("0x"):
+            return None
+        try:
+            out.append(int(token, 16))
+        except ValueError:
+            return None
+    return out
 
 
 def serve(args):
     fabric = Fabric(args.hosts, args.hosts_per_leaf, args.spines, args.peers, args.seed)
+    link = fabric.draw_fault(args.seed)[0] if not args.fault_link else parse_link(fabric, args.fault_link)
     rng = random.Random("targets-%d" % args.seed)
-    targets = {}
+    targets, by_index = {}, []
     t0 = time.time()
+    planning = args.jobs > 0 and not args.no_plan
     for i in range(fabric.n):
-        targets[fabric.name(("h", i))] = HostTarget(fabric, i, rng, sweep=(i == 0 and not args.no_sweep))
+        t = HostTarget(fabric, i, rng, sweep=(i == 0 and not args.no_sweep), fault_link=link,
+                       plan=planning)
+        targets[fabric.name(("h", i))] = t
+        by_index.append(t)
     for i in range(fabric.n):
         for j in fabric.peers[i]:
-            targets[fabric.name(("h", j))].probers += 1
-    link = fabric.draw_fault(args.seed)[0] if not args.fault_link else parse_link(fabric, args.fault_link)
-    affected = {}
-    for i, k in fabric.crossing(link):
-        affected.setdefault(i, []).append(k)
-    state = {"fault": [link, args.fault_loss, None, random.Random("loss-%d" % args.seed), affected],
-             "scrapes": 0}
+            by_index[j].probers += 1
+    state = {"fault": [link, args.fault_loss, None, random.Random("loss-%d" % args.seed)],
+             "scrapes": 0, "plan_url": None}
     series = sum(t.series for t in targets.values())
+    schedule = job_schedule(fabric.n, args.jobs, args.job_size, args.seed, args.jobs_start,
+                            args.jobs_spread)
+    kube = KubeStateMetrics(fabric, schedule, args.pod_pending) if args.jobs else None
+    guid_index = {fabric.guid(("h", i)): i for i in range(fabric.n)}
+    # Per host: what its simulated daemon did (the harness reads it at /control/stats).
+    log = [{"asks": 0, "ask_failures": 0, "first_failure": None, "plans": [], "changes": [],
+            "path_runs": []}
+           for _ in range(fabric.n)]
 
-    def control():  # "fault EPOCH" on stdin sets when the loss starts
-        for line in sys.stdin:
+    def control():  # "fault EPOCH": when the loss starts; "jobs EPOCH": the run's start;
+        for line in sys.stdin:  # "plan URL": the localizer's /probe-plan
             words = line.split()
             if words[:1] == ["fault"]:
                 state["fault"][2] = float(words[1])
+            elif words[:1] == ["jobs"] and kube:
+                kube.epoch = float(words[1])
+            elif words[:1] == ["plan"]:
+                state["plan_url"] = urllib.parse.urlsplit(words[1])
 
     threading.Thread(target=control, daemon=True).start()
+
+    def stats():
+        return json.dumps({"hosts": [
+            {"peers": t.peers, "planned": t.planned, "paths": t.path_peers, "probers": t.probers,
+             **log[t.i]} for t in by_index]}).encode()
 
     by_port = {}  # --serve-per-host: listening port -> its host's target
 
@@ -465,18 +781,22 @@ def serve(args):
                 head = await reader.readuntil(b"\r\n\r\n")
                 path = head.split(b" ", 2)[1].decode()
                 parts = path.split("/")
+                dyn = b""
                 if own is not None:
                     target = own if path == "/metrics" else None
                 else:
                     target = targets.get(parts[2]) if len(parts) == 4 and parts[1] == "host" else None
-                if target is None:
-                    body, status = b"not found\n", b"404 Not Found"
-                    dyn = b""
-                else:
+                if target is not None:
                     fault = state["fault"]
                     dyn = target.render(time.time(), fault if fault[2] is not None else None)
                     body, status = target.static, b"200 OK"
                     state["scrapes"] += 1
+                elif path == "/ksm/metrics" and kube:
+                    body, status = kube.render(time.time()), b"200 OK"
+                elif path == "/control/stats":
+                    body, status = stats(), b"200 OK"
+                else:
+                    body, status = b"not found\n", b"404 Not Found"
                 writer.write(b"HTTP/1.1 " + status + b"\r\nContent-Type: text/plain; version=0.0.4"
                              b"\r\nContent-Length: " + str(len(body) + len(dyn)).encode() +
                              b"\r\n\r\n")
@@ -487,6 +807,75 @@ def serve(args):
             pass
         finally:
             writer.close()
+
+    def change_peers(t, guids, now):
+        gone, added = t.set_plan(guids, now, guid_index)
+        for j in gone:
+            by_index[j].set_probers(by_index[j].probers - 1, now)
+        for j in added:
+            by_index[j].set_probers(by_index[j].probers + 1, now)
+        if gone or added:
+            log[t.i]["changes"].append([round(now, 3), t.planned, [int(j) for j in added]])
+        t.build()
+
+    async def ask(t, sem):
+        """One ask of the plan, as ProbeRun::ask_plan: a failing plan keeps the peers it gave
+        last (ibfabric_probe_plan_up 0)."""
+        url = state["plan_url"]
+        async with sem:
+            try:
+                status, body = await http_get_async(
+                    url.hostname, url.port, "%s?node_guid=%s" % (url.path, fabric.hex(("h", t.i))),
+                    min(args.plan_interval, 5), daemon_address(t.i))
+                plan = parse_plan(body) if status == 200 else None
+                error = None if plan is not None else "HTTP %d or a malformed plan" % status
+            except (OSError, ValueError, IndexError, asyncio.TimeoutError) as e:
+                plan, error = None, "%s: %s" % (type(e).__name__, e)
+        now = time.time()
+        log[t.i]["asks"] += 1
+        was_up = t.plan_up
+        t.plan_up = plan is not None
+        if plan is None:
+            log[t.i]["ask_failures"] += 1
+            if log[t.i]["first_failure"] is None:
+                log[t.i]["first_failure"] = [round(now, 3), error]
+        if plan is not None and plan != t.plan:
+            change_peers(t, plan, now)
+            log[t.i]["plans"].append([round(now, 3), t.planned])
+        elif was_up != t.plan_up:
+            t.build()  # ibfabric_probe_plan_up changed
+
+    async def daemons():
+        """Each simulated daemon's timers: its plan asked every plan_interval after the last
+        answer (from a random phase), its paths traced every paths_interval (random phase)."""
+        phase = random.Random("phases-%d" % args.seed)
+        next_ask = [None] * fabric.n
+        next_paths = [time.time() + phase.uniform(0, args.paths_interval) for _ in range(fabric.n)]
+        ask_phase = [phase.uniform(0, args.plan_interval) for _ in range(fabric.n)]
+        asking = set()
+        sem = asyncio.Semaphore(256)  # file descriptors only: the asks go at their own phases
+
+        def done(task, i):
+            asking.discard(i)
+            next_ask[i] = time.time() + args.plan_interval
+
+        while True:
+            now = time.time()
+            for i, t in enumerate(by_index):
+                if now >= next_paths[i]:
+                    next_paths[i] += args.paths_interval
+                    if t.paths_run():
+                        log[i]["path_runs"].append(round(now, 3))
+                        t.build()
+                if not planning or state["plan_url"] is None or i in asking:
+                    continue
+                if next_ask[i] is None:
+                    next_ask[i] = now + ask_phase[i]
+                if now >= next_ask[i]:
+                    asking.add(i)
+                    asyncio.ensure_future(ask(t, sem)).add_done_callback(
+                        lambda task, i=i: done(task, i))
+            await asyncio.sleep(0.25)
 
     async def main():
         server = await asyncio.start_server(handle, "127.0.0.1", args.serve_port, backlog=4096)
@@ -500,6 +889,7 @@ def serve(args):
                           "static_bytes": sum(len(t.static) for t in targets.values()),
                           "ports": ports}),
               flush=True)
+        asyncio.ensure_future(daemons())
         async with server:
             await server.serve_forever()
 
@@ -720,8 +1110,16 @@ class SingleLayout:
                 {"source_labels": ["__address__"], "target_label": "instance"},
                 {"source_labels": ["__address__"], "regex": "([^:]+):.*",
                  "target_label": "__metrics_path__", "replacement": "/host/$1/metrics"},
+                # The node's name, as the training jobs' pods name it: the shipped shard
+                # files' rule (deploy/prometheus/shard-0.yml), the target's host name.
+                {"source_labels": ["__address__", "node"], "regex": "([^:;]+)(?::\\d+)?;",
+                 "target_label": "node"},
                 {"target_label": "__address__", "replacement": "127.0.0.1:%d" % gen_port}],
         }]
+        if args.jobs:  # kube-state-metrics, which the group ibfabric-jobs reads
+            scrape.append({"job_name": "kube-state-metrics", "scrape_interval": interval,
+                           "scrape_timeout": timeout, "metrics_path": "/ksm/metrics",
+                           "static_configs": [{"targets": ["127.0.0.1:%d" % gen_port]}]})
         if self.loc_port:
             scrape.append({"job_name": args.localize_job, "scrape_interval": interval,
                            "scrape_timeout": timeout,
@@ -816,7 +1214,10 @@ class ScaleLayout:
                                      flags_from_unit, with_flags)
         targets = os.path.join(r.work, "ibfabric-targets.json")
         with open(targets, "w") as f:
-            json.dump([{"targets": ["127.0.0.1:%d" % p for p in ports]}], f)
+            # Targets by address: each its `node` in the target file (as the shard files say).
+            json.dump([{"targets": ["127.0.0.1:%d" % p],
+                        "labels": {"node": self.fabric.name(("h", i))}}
+                       for i, p in enumerate(ports)], f)
         add = []
         vm_replace = {}
         if args.vm_latency_offset is not None:
@@ -1163,6 +1564,7 @@ class Localizer:
         self.queries = {}  # query -> {"max": run max, "max_warm": after the warm-up, "values": [...]}
         self.ages = []  # (evaluation, age of the newest probe sample)
         self.part_ages = {}  # evidence part -> largest age after the warm-up
+        self.plan = [(None, None, None)]  # (time, probe_plan_jobs, probe_plan_hosts) on change
 
     def poll(self, now, t_warm, fault_epoch):
         pre, want = self.pre, self.want
@@ -1192,6 +1594,9 @@ class Localizer:
                     q["max_warm"] = max(q["max_warm"], value)
             if n.startswith(pre) and not lab.get("le") and not lab.get("quantile"):
                 cur[n] = cur.get(n, 0) + value
+        plan = (cur.get(pre + "probe_plan_jobs"), cur.get(pre + "probe_plan_hosts"))
+        if plan != self.plan[-1][1:]:
+            self.plan.append((now,) + plan)
         evals = cur.get(pre + "evaluations_total")
         dur = cur.get(pre + "evaluation_duration_seconds")
         if now >= t_warm:
@@ -1235,6 +1640,150 @@ class Localizer:
         result["localize_log"] = localize_log(os.path.join(work, "localize.log"))
 
 
+class JobCoverage:
+    """From the first job's pods on, polled every --coverage-poll seconds (each query asked at
+    the poll's time): per job, when the store's ibfabric:job_node first lists every one of its
+    nodes (kube-state-metrics scraped, the group ibfabric-jobs evaluated), and when every node
+    of the job has probe evidence with another of its nodes: increase(ibfabric_probe_sent_total
+    [1m]) > 0 on a pair whose prober (its `node` label) and peer are both the job's, each node
+    probing or probed by one of its job's. Seconds from the job's start (its pods Running);
+    evidence already there at the start (drawn peers that happen to share the job) counts 0."""
+
+    EVIDENCE = 'max by (node, peer) (increase(ibfabric_probe_sent_total{job="%s"}[1m]) > 0)' % JOB
+    RECORD = "count by (namespace, job_name) (ibfabric:job_node)"
+
+    def __init__(self, args, fabric, schedule, t_start):
+        self.args, self.fabric, self.schedule, self.t_start = args, fabric, schedule, t_start
+        self.peer_host = {peer_label(fabric, i): i for i in range(fabric.n)}
+        self.node_host = {fabric.name(("h", i)): i for i in range(fabric.n)}
+        self.begin = t_start + min(j["start"] for j in schedule) - args.pod_pending - 2
+        self.next = self.begin
+        self.jobs = [{"covered": None, "record": None, "at_2m": None, "lost_after": None,
+                      "nodes_covered_last": 0} for _ in schedule]
+        self.polls, self.poll_seconds = 0, []
+
+    def poll(self, now, store, errors):
+        if now < self.next:
+            return
+        self.next = now + self.args.coverage_poll
+        at = {"time": "%.3f" % now}
+        t0 = time.time()
+        try:
+            ev = api(store, "/api/v1/query", dict(at, query=self.EVIDENCE), timeout=20)["result"]
+            rec = api(store, "/api/v1/query", dict(at, query=self.RECORD), timeout=20)["result"]
+        except (OSError, urllib.error.URLError, ValueError, KeyError) as e:
+            errors.append("coverage at %.0f s: %s" % (now - self.t_start, e))
+            return
+        self.polls += 1
+        self.poll_seconds.append(time.time() - t0)
+        pairs = set()
+        for x in ev:
+            a = self.node_host.get(x["metric"].get("node"))
+            b = self.peer_host.get(x["metric"].get("peer"))
+            if a is not None and b is not None:
+                pairs.add((a, b))
+        nodes_listed = {(x["metric"].get("namespace"), x["metric"].get("job_name")):
+                        float(x["value"][1]) for x in rec}
+        for job, d in zip(self.schedule, self.jobs):
+            start = self.t_start + job["start"]
+            if now < start:
+                continue
+            after = now - start
+            if d["record"] is None and nodes_listed.get((job["namespace"], job["name"])) == len(job["hosts"]):
+                d["record"] = round(after, 1)
+            members = set(job["hosts"])
+            covered = set()
+            for a, b in pairs:
+                if a in members and b in members:
+                    covered.add(a)
+                    covered.add(b)
+            d["nodes_covered_last"] = len(covered)
+            if d["at_2m"] is None and after >= 120:
+                d["at_2m"] = len(covered)
+            if len(covered) == len(members):
+                if d["covered"] is None:
+                    d["covered"] = round(after, 1)
+            elif d["covered"] is not None and d["lost_after"] is None:
+                d["lost_after"] = round(after, 1)  # covered, then not any more
+
+    def result(self, result, gen_stats, store, errors):
+        out = result["jobs"] = {
+            "jobs": len(self.schedule), "job_size": self.args.job_size, "polls": self.polls,
+            "poll_seconds": summary(self.poll_seconds),
+            "starts": [round(j["start"], 1) for j in self.schedule],
+            "leaves_spanned": summary([len({self.fabric.leaf_of(h) for h in j["hosts"]})
+                                       for j in self.schedule]),
+            "per_job": []}
+        # What the shipped rule group made of each job (its kind), and nothing else a job.
+        try:
+            made = {(x["metric"].get("namespace"), x["metric"].get("job_name")):
+                    (x["metric"].get("job_kind"), float(x["value"][1])) for x in api(
+                        store, "/api/v1/query",
+                        {"query": "count by (namespace, job_name, job_kind) (ibfabric:job_node)"},
+                        timeout=30)["result"]}
+            want = {(j["namespace"], j["name"]): (j["kind"], float(len(j["hosts"])))
+                    for j in self.schedule if self.t_start + j["start"] < time.time()}
+            out["rule_jobs"] = len(made)
+            out["rule_mismatches"] = sorted("%s/%s: %s, expected %s" % (k + (made.get(k), want.get(k)))
+                                            for k in set(made) | set(want) if made.get(k) != want.get(k))
+        except (OSError, urllib.error.URLError, ValueError, KeyError) as e:
+            errors.append("the rule's jobs: %s" % e)
+        hosts_log = (gen_stats or {}).get("hosts") or []
+        for job, d in zip(self.schedule, self.jobs):
+            start = self.t_start + job["start"]
+            applied = []
+            for h in job["hosts"]:
+                if h >= len(hosts_log):
+                    continue
+                first = next((c[0] for c in hosts_log[h]["plans"]
+                              if c[0] >= start - self.args.pod_pending and c[1] > 0), None)
+                applied.append(None if first is None else first - start)
+            plan_last = None if not applied or None in applied else round(max(applied), 1)
+            out["per_job"].append(dict(d, namespace=job["namespace"], job_name=job["name"],
+                                       kind=job["kind"], start=round(job["start"], 1),
+                                       hosts_without_plan=sum(1 for a in applied if a is None),
+                                       plan_applied_last=plan_last))
+        covered = [d["covered"] for d in out["per_job"] if d["covered"] is not None]
+        out["covered"] = summary(covered)
+        out["covered_count"] = len(covered)
+        out["within_2m"] = sum(1 for c in covered if c <= 120)
+        out["record"] = summary([d["record"] for d in out["per_job"] if d["record"] is not None])
+        out["plan_applied_last"] = summary([d["plan_applied_last"] for d in out["per_job"]
+                                            if d["plan_applied_last"] is not None])
+        out["lost_coverage"] = sum(1 for d in out["per_job"] if d["lost_after"] is not None)
+        if hosts_log:
+            out["asks"] = sum(h["asks"] for h in hosts_log)
+            out["ask_failures"] = sum(h["ask_failures"] for h in hosts_log)
+            out["first_ask_failures"] = sorted({h["first_failure"][1] for h in hosts_log
+                                                if h["first_failure"]})[:5]
+            out["peers_changes"] = sum(len(h["changes"]) for h in hosts_log)
+            out["hosts_planned"] = sum(1 for h in hosts_log if h["planned"] > 0)
+            out["generator_peers"] = {"max": max(len(h["peers"]) for h in hosts_log),
+                                      "mean": statistics.mean(len(h["peers"]) for h in hosts_log)}
+            out["generator_probers"] = {"max": max(h["probers"] for h in hosts_log),
+                                        "mean": statistics.mean(h["probers"] for h in hosts_log)}
+
+    def probes_per_host(self, store, at, errors):
+        """Peers (probes a second) per host and probers per host, as the store has them at `at`."""
+        q = lambda expr: api(store, "/api/v1/query", {"query": expr, "time": "%.3f" % at},
+                             timeout=30)["result"]
+        n = self.fabric.n
+        out = {}
+        try:
+            for key, expr in (("peers", 'count by (node) (ibfabric_probe_sent_total{job="%s"})' % JOB),
+                              ("probers", 'count by (peer) (ibfabric_probe_sent_total{job="%s"})' % JOB),
+                              ("probes_per_second", 'sum by (node) (rate(ibfabric_probe_sent_total{job="%s"}[1m]))' % JOB)):
+                v = [float(x["value"][1]) for x in q(expr)]
+                out[key] = {"max": max(v) if v else 0, "mean": sum(v) / n, "series": len(v)}
+            v = q('sum(ibfabric_probe_plan_peers{job="%s"})' % JOB)
+            out["planned_peers"] = float(v[0]["value"][1]) if v else None
+            v = q('count(ibfabric_probe_plan_up{job="%s"} == 0)' % JOB)
+            out["plan_down"] = float(v[0]["value"][1]) if v else 0
+        except (OSError, urllib.error.URLError, ValueError, KeyError, IndexError) as e:
+            errors.append("probes per host at %.0f s: %s" % (at - self.t_start, e))
+        return out
+
+
 def start_generator(args, r, per_host_ports):
     gen_port = free_port()
     gen = r.start([sys.executable, os.path.abspath(__file__), "--serve", "--serve-port", str(gen_port),
@@ -1243,6 +1792,12 @@ def start_generator(args, r, per_host_ports):
                    "--fault-loss", str(args.fault_loss)] +
                   (["--fault-link", args.fault_link] if args.fault_link else []) +
                   (["--no-sweep"] if args.no_sweep else []) +
+                  (["--jobs", str(args.jobs), "--job-size", str(args.job_size),
+                    "--jobs-start", str(args.jobs_start), "--jobs-spread", str(args.jobs_spread),
+                    "--pod-pending", str(args.pod_pending),
+                    "--plan-interval", str(args.plan_interval)] if args.jobs else []) +
+                  ["--paths-interval", str(args.paths_interval)] +
+                  (["--no-plan"] if args.no_plan else []) +
                   (["--serve-per-host"] if per_host_ports else []),
                   "generator", stdout=subprocess.PIPE, stdin=subprocess.PIPE)
     ready = json.loads(gen.stdout.readline() or "{}")
@@ -1262,7 +1817,15 @@ def measure(args, fabric, want, r, result):
     t_start = layout.t_start
     fault_epoch = t_start + args.fault_after
     gen.stdin.write(("fault %.3f\n" % fault_epoch).encode())
+    if args.jobs:
+        gen.stdin.write(("jobs %.3f\n" % t_start).encode())
     gen.stdin.flush()
+    coverage = None
+    if args.jobs:
+        schedule = job_schedule(args.hosts, args.jobs, args.job_size, args.seed, args.jobs_start,
+                                args.jobs_spread)
+        coverage = JobCoverage(args, fabric, schedule, t_start)
+        probes_before = None
     comp = Components()
     comp.begin()
     for name, p in layout.procs.items():
@@ -1281,6 +1844,9 @@ def measure(args, fabric, want, r, result):
         result["localize_command"] = " ".join(argv)
         r.wait_ready(comp.procs["localize"], "localize", "http://127.0.0.1:%d/metrics" % loc_port, 30)
         loc = Localizer(args, loc_port, want)
+        if args.jobs and not args.no_plan:  # the daemons' collectors.probe.plan_url
+            gen.stdin.write(("plan http://127.0.0.1:%d/probe-plan\n" % loc_port).encode())
+            gen.stdin.flush()
 
     groups = {}         # rule group -> {"durations": {eval start: seconds}, "warm": ..., "end": ...}
     rules_slowest = {}  # (group, rule) -> max evaluation seconds seen
@@ -1339,6 +1905,10 @@ def measure(args, fabric, want, r, result):
                     loc.poll(now, t_warm, fault_epoch)
                 except (OSError, urllib.error.URLError, ValueError) as e:
                     errors.append("localize /metrics at %.0f s: %s" % (now - t_start, e))
+        if coverage:
+            if probes_before is None and now >= coverage.begin:
+                probes_before = coverage.probes_per_host(layout.store_url, now, errors)
+            coverage.poll(now, layout.store_url, errors)
         if now >= next_rules and now >= t_warm:
             next_rules = now + 20
             try:
@@ -1378,6 +1948,16 @@ def measure(args, fabric, want, r, result):
                     pr["scrape_interval_p99"] = v
         except (OSError, urllib.error.URLError, ValueError) as e:
             errors.append("%s final queries: %s" % (name, e))
+    if coverage:
+        try:
+            gen_stats = json.loads(http_get("http://127.0.0.1:%d/control/stats" % gen_port, 30))
+        except (OSError, urllib.error.URLError, ValueError) as e:
+            gen_stats = None
+            errors.append("generator stats: %s" % e)
+        coverage.result(result, gen_stats, layout.store_url, errors)
+        result["jobs"]["probes_before"] = probes_before
+        result["jobs"]["probes_after"] = coverage.probes_per_host(layout.store_url, t_end, errors)
+        result["jobs"]["plan_asked"] = bool(loc) and not args.no_plan
     layout.final(result, errors)
     first = layout.prometheus[0][0] if layout.prometheus else None
     if args.layout == "single":  # the keys of the earlier runs' JSON
@@ -1399,6 +1979,7 @@ def measure(args, fabric, want, r, result):
                                  "remote_port": k[4], **v} for k, v in others.items()]
     if loc:
         loc.result(result, args.hosts, r.work)
+        result["localize_plan"] = [[round(t - t_start, 1), j, h] for t, j, h in loc.plan[1:]]
     result["log_trouble"] = log_trouble(r.work, list(comp.procs))  # before anything is stopped
     result["errors"] = errors[:20]
     result["workdir"] = r.work
@@ -1520,6 +2101,8 @@ def report(res, args):
                          log.get("no_verdict", 0),
                          " (%s)" % "; ".join(log["no_verdict_reasons"]) if log.get("no_verdict_reasons") else "",
                          ", ".join(log.get("named") or []) or "nothing"))
+    if res.get("jobs"):
+        lines += jobs_report(res, args)
     if loc_g:
         lines.append("%s evaluations (start s: seconds): %s" % (LOCALIZATION_GROUP, ", ".join(
             "%.0f: %.1f" % tuple(x) for x in loc_g["timeline"])))
@@ -1531,6 +2114,73 @@ def report(res, args):
     if res["errors"]:
         lines.append("poll errors: " + "; ".join(res["errors"][:5]))
     print("\n".join(lines), flush=True)
+
+
+def jobs_report(res, args):
+    j = res["jobs"]
+    lines = []
+    per = j["per_job"]
+    starts = j["starts"]
+    lines.append("jobs: %d of %d nodes (hosts drawn from the seed: %s leaves a job), pods Running "
+                 "from %.0f-%.0f s (Pending %.0f s before), kinds %s; the daemons %s" % (
+                     j["jobs"], j["job_size"], fmt_range(j["leaves_spanned"], "", 0).replace("  ", " "),
+                     min(starts), max(starts), args.pod_pending,
+                     ", ".join(sorted({d["kind"] for d in per})),
+                     "ask the localizer's plan every %.0f s (random phase), paths traced every "
+                     "%.0f s" % (args.plan_interval, args.paths_interval) if j["plan_asked"]
+                     else "ask no plan (--no-plan or mode old)"))
+    lines.append("EVERY NODE OF A JOB WITH PROBE EVIDENCE AMONG ITS JOB'S (s from the job's "
+                 "start; polled every %.0f s): %s; %d of %d jobs covered, %d within 2 minutes; "
+                 "covered then not: %d" % (
+                     args.coverage_poll, fmt_range(j["covered"], digits=1), j["covered_count"],
+                     j["jobs"], j["within_2m"], j["lost_coverage"]))
+    uncovered = [d for d in per if d["covered"] is None]
+    if uncovered:
+        lines.append("  not covered: %s" % "; ".join(
+            "%s/%s %d of %d nodes at the end%s" % (
+                d["namespace"], d["job_name"], d["nodes_covered_last"], j["job_size"],
+                ", %d at 2 min" % d["at_2m"] if d["at_2m"] is not None else "")
+            for d in uncovered[:8]))
+    lines.append("  stages, max over the jobs (s from the start): ibfabric:job_node lists every "
+                 "node %s; the last host's plan applied %s (hosts with none: %d)" % (
+                     fmt_range(j["record"], digits=1), fmt_range(j["plan_applied_last"], digits=1),
+                     sum(d["hosts_without_plan"] for d in per)))
+    if "rule_jobs" in j:
+        lines.append("  the shipped group ibfabric-jobs at the end: %d jobs in ibfabric:job_node; "
+                     "not as started (namespace/job: made, expected (kind, nodes)): %s" % (
+                         j["rule_jobs"], "; ".join(j["rule_mismatches"]) or "none"))
+    lines.append("  per job (start s: covered after s): %s" % ", ".join(
+        "%.0f: %s" % (d["start"], "%.0f" % d["covered"] if d["covered"] is not None else "never")
+        for d in per))
+
+    def pph(x):
+        if not x:
+            return "?"
+        return ("peers a host max %.0f mean %.2f (%.0f hosts), probes a second max %.2f mean "
+                "%.2f, probed by max %.0f mean %.2f%s" % (
+                    x["peers"]["max"], x["peers"]["mean"], x["peers"]["series"],
+                    x["probes_per_second"]["max"], x["probes_per_second"]["mean"],
+                    x["probers"]["max"], x["probers"]["mean"],
+                    ", planned peers %.0f, plan down on %.0f" % (x["planned_peers"], x["plan_down"])
+                    if x.get("planned_peers") is not None else ""))
+    lines.append("probes per host (the store's ibfabric_probe_sent_total): before the jobs %s; "
+                 "at the end %s" % (pph(j.get("probes_before")), pph(j.get("probes_after"))))
+    if "asks" in j:
+        lines.append("the simulated daemons: %d asks of the plan, %d failed%s; %d peer changes, "
+                     "%d hosts with a planned peer at the end; at the end peers a host max %d "
+                     "mean %.2f, probed by max %d mean %.2f" % (
+                         j["asks"], j["ask_failures"],
+                         " (%s)" % "; ".join(j["first_ask_failures"]) if j["first_ask_failures"] else "",
+                         j["peers_changes"], j["hosts_planned"], j["generator_peers"]["max"],
+                         j["generator_peers"]["mean"], j["generator_probers"]["max"],
+                         j["generator_probers"]["mean"]))
+    if res.get("localize_plan") is not None:
+        lines.append("localizer's plan (ibfabric_localize_probe_plan_jobs/_hosts on change, s "
+                     "from the start): %s" % (", ".join(
+                         "%.0f s %s/%s" % (t, "?" if a is None else "%.0f" % a,
+                                          "?" if b is None else "%.0f" % b)
+                         for t, a, b in res["localize_plan"]) or "never seen"))
+    return lines
 
 
 def main():
@@ -1575,6 +2225,23 @@ def main():
     p.add_argument("--localize-scraped-by", choices=("one", "vm"), default="one",
                    help="layout scale, mode new: the shard whose hashmod keeps its address (the "
                         "shipped job ibfabric-localize), or VictoriaMetrics itself")
+    p.add_argument("--jobs", type=int, default=0,
+                   help="training jobs that start (kube-state-metrics' pods; 0: none)")
+    p.add_argument("--job-size", type=int, default=32, help="nodes of each job")
+    p.add_argument("--jobs-start", type=float, default=120,
+                   help="seconds from the start when the first job's pods are Running")
+    p.add_argument("--jobs-spread", type=float, default=60,
+                   help="the jobs' starts spread evenly over this many seconds")
+    p.add_argument("--pod-pending", type=float, default=10,
+                   help="seconds a job's pods are Pending (scheduled) before Running")
+    p.add_argument("--plan-interval", type=float, default=30,
+                   help="the daemons' collectors.probe.plan_interval")
+    p.add_argument("--paths-interval", type=float, default=30,
+                   help="the daemons' paths collector interval (new peers traced at its run)")
+    p.add_argument("--no-plan", action="store_true",
+                   help="the daemons ask no plan (no plan_url): the coverage without it")
+    p.add_argument("--coverage-poll", type=float, default=2,
+                   help="seconds between the polls of the jobs' probe evidence")
     p.add_argument("--hog", type=int, default=0,
                    help="busy processes run beside everything (a starved store): 0 by default")
     p.add_argument("--promtool", default=shutil.which("promtool") or "/usr/bin/promtool")
@@ -1597,6 +2264,10 @@ def main():
         p.error("--mode new needs --localize BINARY")
     if args.scrape_interval < 1:
         p.error("--scrape-interval: at least 1 s")
+    if args.jobs and args.layout != "single":
+        p.error("--jobs: layout single only (kube-state-metrics is scraped by its Prometheus)")
+    if args.jobs and (args.job_size < 2 or args.job_size > args.hosts):
+        p.error("--job-size: 2 .. --hosts")
     if args.warmup is None:
         args.warmup = 60 + args.scrape_interval
         if args.layout == "scale":  # and until the store shows it: remote write, query offset
