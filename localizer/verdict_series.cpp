@@ -352,13 +352,16 @@ void add_evaluation_metrics(MetricsBuilder& out, const EvaluationReport& r) {
   const auto& e = r.reading.evidence;
   out.gauge("ibfabric_localize_pairs",
             "Probed pairs of the last evaluation: placed (prober, peer and path known), "
-            "unplaced (no verdict can use them), or incomplete (the store lacks their lost or "
-            "late series).",
+            "unplaced (no verdict can use them), incomplete (the store lacks their lost or "
+            "late series), or link_down (their path crosses a cable down in the window: its "
+            "port-down alert names it).",
             {{"state", "placed"}}, static_cast<double>(e.pairs.size()));
   out.gauge("ibfabric_localize_pairs", "", {{"state", "unplaced"}},
             static_cast<double>(r.reading.pairs_unplaced));
   out.gauge("ibfabric_localize_pairs", "", {{"state", "incomplete"}},
             static_cast<double>(r.reading.pairs_incomplete));
+  out.gauge("ibfabric_localize_pairs", "", {{"state", "link_down"}},
+            static_cast<double>(r.reading.pairs_link_down));
   out.gauge("ibfabric_localize_hosts", "Hosts in the last evaluation's evidence.", {},
             static_cast<double>(e.hosts.size()));
   out.gauge("ibfabric_localize_cables", "Cables the traced paths cross.", {},

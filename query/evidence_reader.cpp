@@ -136,6 +136,15 @@ std::vector<Query> fixed_queries(const std::string& w) {
        std::string(kDaemonSum) + "(increase(ibfabric_probe_failed_total[" + w + "])) > 0", daemon,
        Part::daemons},
       {"down", "up == 0", daemon, Part::daemons},
+      // Both ends' (node GUID, port) of every cable down at some time in the window, as the
+      // hosts' daemons (their own port, and the far end they remember) and the sweep see it.
+      {"links_down",
+       "max by (node_guid, port) ((min_over_time(ibfabric_ports_state{side=\"local\"}[" + w +
+           "]) < 4) * on (job, instance, device, port) group_left (node_guid) "
+           "ibfabric_ports_peer_info) or max by (node_guid, port) "
+           "(min_over_time(ibfabric_fabric_port_state[" +
+           w + "]) < 4)",
+       port, Part::daemons},
       {"congested",
        "ibfabric:port_congested:rate5m",
        {"node_guid", "port", "unit"},
@@ -323,6 +332,15 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     std::string peer_name;
     std::vector<LinkId> path;
   };
+  // Whether a path crosses a cable with an end in `ends`.
+  bool crosses(const std::vector<LinkId>& path, const std::set<PortRef>& ends) const {
+    if (ends.empty()) return false;
+    for (LinkId l : path) {
+      const auto& c = cables[localize::cable_of(l)];
+      if (ends.count(c.a) || ends.count(c.b)) return true;
+    }
+    return false;
+  }
   struct Daemon {
     double marker = -1;                                             // as last read
     std::map<std::pair<std::string, std::string>, PeerPath> paths;  // by (peer, transport)
@@ -662,6 +680,10 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
     own("local_failures", [](localize::Host& h, double v) { h.local_failures += v; });
     own("down", [](localize::Host& h, double) { h.daemon_down = true; });
     e.lacking.daemons = !reading.parts[static_cast<std::size_t>(Part::daemons)].usable;
+    std::set<PortRef> down_ends;
+    if (const auto* x = use("links_down", Part::daemons, at, reading)) {
+      for (const auto& s : *x) down_ends.insert(port_ref(s.labels, 0));
+    }
     // Counters: the sweep's, else the host's own daemon's, else the far end's.
     for (const char* source : {"peer", "local", "sweep"}) {
       std::string s = source;
@@ -715,6 +737,11 @@ struct EvidenceReader::State : std::enable_shared_from_this<State> {
           auto it = daemon->second.paths.find({key.peer, key.transport});
           if (it != daemon->second.paths.end() && it->second.peer_guid) path = &it->second;
         }
+      }
+      if (path && crosses(path->path, down_ends)) {
+        ++reading.pairs_link_down;
+        reading.symptoms.erase(key);  // no probe alert either: the cable's own alert pages
+        continue;
       }
       bool placed = prober != daemon_host.end() && path;
       if (counts.lost > 0 || reading.symptoms.count(key)) {

@@ -91,9 +91,12 @@ struct Reading {
   // Since start: failures by (query, failure_name()), values dropped by query.
   std::map<std::pair<std::string, std::string>, double> failures_total;
   std::map<std::string, double> invalid_values_total;
-  double newest_sample = 0;             // Unix seconds of the newest probe sample seen; 0: none
-  std::size_t pairs_unplaced = 0;       // probed pairs whose prober or peer host is not known
-  std::size_t pairs_incomplete = 0;     // pairs with `sent` but no `lost` or `late` series
+  double newest_sample = 0;          // Unix seconds of the newest probe sample seen; 0: none
+  std::size_t pairs_unplaced = 0;    // probed pairs whose prober or peer host is not known
+  std::size_t pairs_incomplete = 0;  // pairs with `sent` but no `lost` or `late` series
+  // Pairs whose path crosses a cable that was down in the window: left out of the evidence
+  // (their loss is the cable's, and its port-down alert, or its switch's or host's, names it).
+  std::size_t pairs_link_down = 0;
   std::size_t path_instances_read = 0;  // daemons whose paths were read again this time
   std::size_t refreshes_running = 0;    // queries left running past this evaluation's budget
 };

@@ -115,9 +115,11 @@ setsid prometheus-alertmanager --config.file=alertmanager.yml --storage.path="$s
   --web.listen-address=":$am_port" --cluster.listen-address= >alertmanager.log 2>&1 &
 pids+=($!)
 
+# Maintenance windows (scripts/ibfabric-maintenance writes them): the shipped, empty file.
+cp "$root/deploy/maintenance/ibfabric-maintenance.rules.yml" maintenance.rules.yml
 cat >prometheus.yml <<EOF
 global: {scrape_interval: 5s, evaluation_interval: 5s}
-rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml"]
+rule_files: ["$root/dashboards/alerts/ibfabric.rules.yml", "$scratch/maintenance.rules.yml"]
 alerting:
   alertmanagers: [{static_configs: [{targets: ["localhost:$am_port"]}]}]
 scrape_configs:
@@ -127,7 +129,7 @@ scrape_configs:
     static_configs: [{targets: ["localhost:$localize_port"]}]
 EOF
 setsid prometheus --config.file=prometheus.yml --storage.tsdb.path="$scratch/prometheus" \
-  --web.listen-address=":$prom_port" >prometheus.log 2>&1 &
+  --web.listen-address=":$prom_port" --web.enable-lifecycle >prometheus.log 2>&1 &
 pids+=($!)
 # The localizer: one per cluster, reading the evidence from the store the daemons are scraped
 # into; the alerts fire on its verdicts (docs/design.md, "Who is to blame").
@@ -164,6 +166,18 @@ demo: faults, written into ibsim's console (alerts fire within a few minutes), a
             # -> chat: IbfabricSuspectLink only (the port's error alerts silenced, its pairs'
             #    IbfabricProbeLoss not fired)
         echo 'Error "gpu-node-03 mlx5_0"[1] 0' > $scratch/ibsim.cmd   # clears it (the alert stays 10 minutes)
+        echo 'Unlink "leaf-1"' > $scratch/ibsim.cmd    # the whole leaf goes away: IbfabricSwitchDown
+            # -> pager: IbfabricSwitchDown only, naming leaf-a01, gpu-node-01 and -02 behind it
+            #    and the uplinks lost (not their ports, cables, probes, nor a "hung SM")
+        echo 'ReLink "leaf-1"' > $scratch/ibsim.cmd    # resolves it, and everything with it
+        echo 'Unlink "spine-1"' > $scratch/ibsim.cmd   # a spine goes away -> pager: IbfabricSwitchDown
+        echo 'ReLink "spine-1"' > $scratch/ibsim.cmd
+demo: a host goes away (powered off): its daemon ends and its cable goes down
+        kill -KILL ${daemon_pids[2]}; echo 'Unlink "gpu-node-03 mlx5_0"[1]' > $scratch/ibsim.cmd
+            # -> pager: IbfabricHostDown only, naming gpu-node-03 (not its daemon, cable, probes);
+            #    the demo's gpu-node-03 daemon does not come back (restart the demo)
+demo: planned maintenance: declare the leaf, then take it away: nothing is notified
+        $root/scripts/ibfabric-maintenance --file $scratch/maintenance.rules.yml --reload http://localhost:$prom_port add switch "leaf-a01 (rack A1)" --for 30m
 demo: a stalled host: pause gpu-node-02's daemon six times; the others' probes to it are answered
       late, and IbfabricSuspectHost names gpu-node-02 (no cable; -> chat: IbfabricSuspectHost,
       not the RTT spikes of its pairs):

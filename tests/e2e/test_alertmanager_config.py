@@ -18,7 +18,9 @@
    (cable, port, host port, daemon), not the sweep's alerts its daemon reports; two fabrics
    (label `cluster`) neither share a notification nor silence each other's alerts.
    IbfabricWatchdog is posted beside every fault: it is one group of its own at the heartbeat
-   receiver, with nothing else in it, and never inhibited.
+   receiver, with nothing else in it, and never inhibited. No fixed sleep: once the groups
+   expected are notified, two more heartbeats (every 2 s) mean every group was flushed, so one
+   not expected would have been notified too.
 
 What the rules themselves keep quiet (the per-pair probe alerts of pairs a named culprit
 explains, the host daemon's IbfabricStuckReceiver where the sweep sees the port) is tested by
@@ -424,8 +426,10 @@ SCENARIOS.update({
         {"IbfabricCollectorFailing"}),
 })
 
-# Shortened in the test's copy (tests/lib/alertmanager.py): group_wait 1s, group_interval 2s.
-SETTLE_SECONDS = 6
+# The test's copy (tests/lib/alertmanager.py) flushes a new group after 1 s (group_wait) and
+# sends the heartbeat every 2 s: once the groups expected are in, two more heartbeats mean every
+# group Alertmanager formed has been flushed, so one not expected would be in too.
+SETTLE_HEARTBEATS = 2
 
 
 @require_tools("prometheus-alertmanager", "amtool")
@@ -439,20 +443,36 @@ class RealAlertmanagerTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.webhook.close()
 
-    def run_scenario(self, alerts):
-        """Posts the alerts and IbfabricWatchdog to a fresh Alertmanager, waits for the groups
-        to settle, checks the Watchdog's group, returns ({receiver: {groupKey: set of firing
-        alert names}} but the heartbeat's, Alertmanager's alerts but the Watchdog)."""
+    def wait_for(self, predicate, what, timeout=30):
+        deadline = time.monotonic() + timeout
+        while not predicate():
+            if time.monotonic() > deadline:
+                self.fail("timed out after %d s waiting for %s" % (timeout, what))
+            time.sleep(0.1)
+
+    def run_scenario(self, alerts, expected_groups):
+        """Posts the alerts and IbfabricWatchdog to a fresh Alertmanager, waits for
+        expected_groups notification groups and then SETTLE_HEARTBEATS heartbeats, checks the
+        Watchdog's group, returns ({receiver: {groupKey: set of firing alert names}} but the
+        heartbeat's, Alertmanager's alerts but the Watchdog)."""
         from alertmanager import Alertmanager, config_for_test
         before = len(self.webhook.received())
         heartbeats_before = len(self.webhook.received("/heartbeat"))
+
+        def notified_groups():
+            return {n["groupKey"] for n in self.webhook.received()[before:]
+                    if n["path"] != "/heartbeat"}
         am = Alertmanager(config_for_test(self.webhook))
         try:
             out = subprocess.run(["amtool", "check-config", am.config], capture_output=True,
                                  text=True, timeout=60)
             self.assertEqual(out.returncode, 0, out.stdout + out.stderr)
             am.post_alerts(alerts + [WATCHDOG])
-            time.sleep(SETTLE_SECONDS)
+            self.wait_for(lambda: len(notified_groups()) >= expected_groups,
+                          "%d notification groups" % expected_groups)
+            heartbeats = len(self.webhook.received("/heartbeat"))
+            self.wait_for(lambda: len(self.webhook.received("/heartbeat"))
+                          >= heartbeats + SETTLE_HEARTBEATS, "the heartbeats")
             held = am.alerts()
         finally:
             am.close()
@@ -466,16 +486,18 @@ class RealAlertmanagerTest(unittest.TestCase):
             names = groups.setdefault(receiver, {}).setdefault(n["groupKey"], set())
             names.update(a["labels"]["alertname"] for a in n["alerts"] if a["status"] == "firing")
         # One group at the heartbeat receiver, the Watchdog alone in it, sent again and again
-        # (every 2 s in the test's copy: its group_wait 0s, then 2, 4, 6 s).
+        # (every 2 s in the test's copy: its group_wait 0s, then 2, 4 s...).
         heartbeat = groups.pop("heartbeat", {})
         self.assertEqual(list(heartbeat.values()), [{WATCHDOG["alertname"]}], "heartbeat groups")
-        self.assertGreaterEqual(len(self.webhook.received("/heartbeat")) - heartbeats_before, 2)
+        self.assertGreaterEqual(len(self.webhook.received("/heartbeat")) - heartbeats_before,
+                                SETTLE_HEARTBEATS)
         return groups, held
 
     def test_scenarios(self):
         for name, (alerts, expected, inhibited) in SCENARIOS.items():
             with self.subTest(scenario=name):
-                groups, held = self.run_scenario(alerts)
+                groups, held = self.run_scenario(
+                    alerts, sum(len(gs) for gs in expected.values()))
                 got = {receiver: sorted(sorted(g) for g in by_key.values())
                        for receiver, by_key in groups.items()}
                 want = {receiver: sorted(sorted(g) for g in gs) for receiver, gs in expected.items()}

@@ -272,6 +272,25 @@ class LocalizeServiceTest(unittest.TestCase):
         self.assertIn('msg="values that are not numbers dropped" query=lost', log)
         self.assertEqual(log.count('msg="pairs without their lost or late series'), 2, log)
 
+    def test_a_cable_down_explains_the_pairs_that_cross_it(self):
+        # h3's cable is down (its own daemon says so): the 6 pairs to and from h3 cross it and
+        # are left out (its port-down alert pages for them), so nothing is named and none is
+        # served for a probe alert; the other 6 pairs are placed as before.
+        self.api.links_down = [(GUID["h3"], 1)]
+        self.start()
+        left_out = self.wait(lambda s: self.value(s, "ibfabric_localize_pairs",
+                                                  state="link_down") == 6, "6 pairs left out")
+        self.assertEqual(self.value(left_out, "ibfabric_localize_pairs", state="placed"), 6)
+        self.assertEqual(find_samples(left_out, "ibfabric_localize_suspect"), [])
+        self.assertEqual(find_samples(left_out, "ibfabric_localize_pair_unexplained_loss_ratio"),
+                         [])
+        # The cable back up (in the window): h3's pairs are evidence again, and name it.
+        self.api.links_down = []
+        named = self.wait(lambda s: find_samples(s, "ibfabric_localize_suspect"), "a verdict")
+        self.assertEqual(self.value(named, "ibfabric_localize_pairs", state="link_down"), 0)
+        [suspect] = find_samples(named, "ibfabric_localize_suspect")
+        self.assertEqual(suspect.labels["remote_node_name"], "h3")
+
     def test_pairs_it_cannot_place_are_served_unexplained(self):
         # No peer of any pair is known (the store lacks ibfabric_path_peer_info): nothing is
         # named, and every lossy pair is served for IbfabricProbeLoss, by the names known.

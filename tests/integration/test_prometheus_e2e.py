@@ -59,6 +59,12 @@ RATE_INTERVAL = "4s"
 VL_TICKS = 100  # PortVLXmitWait ticks a second of the congested port's VL 3 (test_5c)
 
 
+@unittest.skipIf(os.environ.get("IBFABRIC_SANITIZED") == "1",
+                 "a test of the shipped rules and dashboards: the release suite runs it; under "
+                 "the sanitizers the daemon's part (the ports, sm, fabric, probe and sriov "
+                 "collectors under faults, their exposition) is test_fabric's, test_ports', "
+                 "test_sm's, test_lossy_fabric's, test_soak's and test_daemon's, and this test "
+                 "alone set the sanitized suites' length (146-148 s of 175-182 s, 2026-12-02)")
 class PrometheusEndToEnd(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -213,15 +219,7 @@ class PrometheusEndToEnd(unittest.TestCase):
         # Runs first (unittest sorts by name): later tests inject faults. Several evaluations
         # past the shortened `for:` on a fabric with no fault.
         time.sleep(6)
-        firing = self.prom.firing()
-        if os.environ.get("IBFABRIC_SANITIZED") == "1":
-            # The probes here run over loopback between two sanitized daemons on a 2-core
-            # machine that runs the soak test beside them: their RTT jitter measures the
-            # machine's scheduling, and `for:` shortened from 10m to 3s turns a few loaded
-            # seconds of it into an alert (seen in an ASan run). The alert's firing and quiet
-            # cases are promtool unit tests; the release run still checks it here.
-            firing.pop("IbfabricProbeJitterHigh", None)
-        self.assertEqual(firing, {})
+        self.assertEqual(self.prom.firing(), {})
 
     def test_3_unlinked_port_fires_port_down_and_relink_resolves(self):
         node = NODES[1]

@@ -82,6 +82,7 @@ class FakeApi:
         self.times = []  # the evaluation time of each query, as the localizer asked for it
         self.marker = 1
         self.counters = True  # h3's port counts the errors of its drops
+        self.links_down = []  # (node GUID, port) of cable ends down in the window
         # ibfabric:job_node: (namespace, job name) -> the nodes it runs on (each host's daemon
         # carries its node name, the host's own here).
         self.jobs = {("train", "llama"): ["h1", "h2", "h3"], ("train", "bert"): ["h3", "h4"],
@@ -189,6 +190,8 @@ class FakeApi:
         if q.startswith("ibfabric_path_peer_info"):
             return [series(dict(pair(p, q_), peer_node_guid=GUID[q_], peer_node_name=q_), 1)
                     for p, q_ in PAIRS if instance(p) in q]
+        if "min_over_time(ibfabric_ports_state" in q:
+            return [series({"node_guid": g, "port": str(p)}, 1) for g, p in self.links_down]
         if q.startswith("max by (node_guid, port) (") and "side=\"local\"" in q and \
                 "receive_errors" in q and self.counters:
             return [series({"node_guid": GUID["h3"], "port": "1"}, 180)]

@@ -81,20 +81,31 @@ NO_DATA_HERE.update((title, "no training job here (no kube-state-metrics): test_
                      "the job board") for title in _job_board_panels())
 
 
-def shortened_rules(directory, short_for="3s", min_window=4):
+def shortened_rules(directory, short_for="3s", min_window=4, for_divisor=None,
+                    window_divisor=60):
     """The shipped rules on a test's time scale, written to directory/ibfabric.rules.yml: every
-    `for:` becomes short_for, every range window is divided by 60 (a minute becomes a second,
-    1h 60s, 1d 1440s) but never below min_window seconds (a rate needs two scrapes in its
-    window), and a group's own evaluation `interval:` and an `offset` are divided by 10. So
-    alerts fire and resolve within a test; expressions and thresholds are otherwise as shipped."""
+    `for:` becomes short_for (or, with for_divisor, is divided by it but never below short_for:
+    alerts keep their order), every range window is divided by window_divisor (60: a minute
+    becomes a second, 1h 60s, 1d 1440s) but never below min_window seconds (a rate needs two
+    scrapes in its window), and a group's own evaluation `interval:` and an `offset` are divided
+    by 10. So alerts fire and resolve within a test; expressions and thresholds are otherwise as
+    shipped."""
     with open(RULES) as f:
         text = f.read()
-    text, n = re.subn(r"^(\s+for: )\S+$", r"\g<1>" + short_for, text, flags=re.M)
-    assert n > 0
-    seconds = {"m": 1, "h": 60, "d": 1440}
+    unit = {"s": 1, "m": 60, "h": 3600}
+
+    def scaled_for(m):
+        if for_divisor is None:
+            return m.group(1) + short_for
+        shipped = int(m.group(2)) * unit[m.group(3)]
+        return m.group(1) + "%ds" % max(int(short_for.rstrip("s")), shipped // for_divisor)
+    text, n = re.subn(r"^(\s+for: )(\d+)([smh])$", scaled_for, text, flags=re.M)
+    assert n > 0 and not re.search(r"^\s+for: (?!\d+s$)", text, re.M)
+    seconds = {"m": 60, "h": 3600, "d": 86400}
 
     def scaled(m):
-        return "%ds" % max(min_window, int(m.group(1)) * seconds[m.group(2)])
+        return "%ds" % max(min_window,
+                           int(m.group(1)) * seconds[m.group(2)] // window_divisor)
     text, n = re.subn(r"\[(\d+)([mhd])\]", lambda m: "[%s]" % scaled(m), text)
     assert n > 0
     text = re.sub(r"offset (\d+)s\b", lambda m: "offset %ds" % max(1, int(m.group(1)) // 10),
