@@ -136,14 +136,14 @@ std::vector<Query> fixed_queries(const std::string& w) {
        std::string(kDaemonSum) + "(increase(ibfabric_probe_failed_total[" + w + "])) > 0", daemon,
        Part::daemons},
       {"down", "up == 0", daemon, Part::daemons},
-      // Both ends' (node GUID, port) of every cable down at some time in the window, as the
-      // hosts' daemons (their own port, and the far end they remember) and the sweep see it.
+      // An end (node GUID, port) of every cable down at some time in the window: a host's own
+      // port, as its daemon says, or a switch port with a cable, as the sweep says.
       {"links_down",
        "max by (node_guid, port) ((min_over_time(ibfabric_ports_state{side=\"local\"}[" + w +
            "]) < 4) * on (job, instance, device, port) group_left (node_guid) "
            "ibfabric_ports_peer_info) or max by (node_guid, port) "
-           "(min_over_time(ibfabric_fabric_port_state[" +
-           w + "]) < 4)",
+           "((min_over_time(ibfabric_fabric_port_state[" +
+           w + "]) < 4) and on (job, instance, node_guid, port) ibfabric_fabric_link_info)",
        port, Part::daemons},
       {"congested",
        "ibfabric:port_congested:rate5m",

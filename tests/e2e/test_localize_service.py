@@ -373,9 +373,10 @@ class LocalizeServiceTest(unittest.TestCase):
             s, "ibfabric_localize_query_failures_total", query="sent", reason="auth") or 0
         evaluations = lambda s: self.value(s, "ibfabric_localize_evaluations_total")  # noqa
         rotated = self.metrics()
+        # A verdict again with the rotated token (on a loaded machine the evaluations in the
+        # middle of the rotation may fail long enough for the held suspect to start afresh).
         after = self.wait(lambda s: evaluations(s) >= evaluations(rotated) + 3 and self.value(
-            s, "ibfabric_localize_up") == 1, "evaluations with the rotated token")
-        self.assertTrue(self.info(after))
+            s, "ibfabric_localize_up") == 1 and self.info(s), "a verdict with the rotated token")
         # At most the evaluation in the middle of the rotation failed.
         self.assertLessEqual(failures(after) - failures(rotated), 4)
         # --log.format=json: every line one JSON object with its fields.

@@ -1,6 +1,6 @@
-"""The whole chain, counted in notifications, for the faults the counters find: a congested spine
-port, symbol errors on an uplink, a stuck receiver. The harness and what is asserted are
-test_alert_chain.py's; a fabric of its own, so that they run side by side."""
+"""The whole chain, counted in notifications, for a congested spine port and a stuck receiver.
+The harness and what is asserted are test_alert_chain.py's; a fabric of its own, so that they
+run side by side."""
 
 import unittest
 

@@ -1,6 +1,6 @@
-"""The whole chain, counted in notifications, for a host's cable and an uplink going down. The
-harness and what is asserted are test_alert_chain.py's; a fabric of its own, so that they run side
-by side."""
+"""The whole chain, counted in notifications, for a host's cable and an uplink going down, and
+symbol errors on the uplink. The harness and what is asserted are test_alert_chain.py's; a
+fabric of its own, so that they run side by side."""
 
 import unittest
 
