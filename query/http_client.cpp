@@ -66,17 +66,8 @@ struct PrometheusClient::Impl {
   Impl(asio::io_context& io, ClientOptions o)
       : io(io),
         options(std::move(o)),
-        http(io, checked_url(options), options.url, tls(options.http), "ibfabric-localize",
+        http(io, parse_url(options.url), options.url, tls(options.http), "ibfabric-localize",
              options.body_limit) {}
-  static HttpUrl checked_url(const ClientOptions& o) {
-    HttpUrl u = parse_url(o.url);
-    const HttpConfig& h = o.http;
-    if (!u.tls && (!h.ca_file.empty() || !h.cert_file.empty() || h.insecure_skip_verify)) {
-      throw std::invalid_argument(h.source + ": tls_config is set, but --prometheus.url " + o.url +
-                                  " is not https://");
-    }
-    return u;
-  }
   static HttpTls tls(const HttpConfig& h) {
     return {h.ca_file, h.cert_file, h.key_file, h.server_name, h.insecure_skip_verify, h.source};
   }
